@@ -1,0 +1,3 @@
+from denpex_tui.cli import main
+
+raise SystemExit(main())
