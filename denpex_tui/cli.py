@@ -1,0 +1,295 @@
+"""The ``denpex`` command line.
+
+Exit codes, every command: 0 ok / nothing found, 1 found something (an incident, an unknown
+traceback for ``explain``), 2 usage or input error. Errors are one line on stderr, never a
+traceback (``--debug`` writes details to a log file, never to the screen).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from denpex_tui import __version__
+
+log = logging.getLogger("denpex")
+
+EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _err(msg: str) -> None:
+    from denpex_tui.core.text import safe_str
+
+    print(f"denpex: {safe_str(msg)}", file=sys.stderr)
+
+
+def _setup_debug(target: str | None) -> None:
+    if target is None:
+        return
+    from denpex_tui.core.config import state_dir
+
+    path = Path(target) if target != "-auto-" else state_dir() / "debug.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("denpex")
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    root.propagate = False
+    log.debug("denpex %s debug log started, argv=%r", __version__, sys.argv)
+
+
+def _json_out(obj) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+
+
+# -- scan ---------------------------------------------------------------------------------
+
+
+def cmd_scan(args, cfg) -> int:
+    from denpex_tui.core.scan import scan_paths
+
+    sig_dirs = list(cfg.get("scan", {}).get("signatures", [])) + list(args.signatures or [])
+    if args.follow:
+        from denpex_tui.live.follow import run_follow
+
+        return run_follow(args, sig_dirs)
+    paths = list(args.paths)
+    tmp = None
+    if args.demo:
+        from denpex_tui.demo import write_demo_job
+
+        tmp = tempfile.TemporaryDirectory(prefix="denpex-demo-")
+        write_demo_job(tmp.name)
+        paths = [tmp.name]
+    if not paths:
+        raise UsageError("scan needs at least one PATH (a log file, a directory or a glob), or --demo")
+    try:
+        result = scan_paths(
+            paths,
+            signature_dirs=sig_dirs,
+            jobs=args.jobs,
+            rank=args.rank,
+            attempt=args.attempt,
+            since=args.since,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    for w in result.warnings:
+        _err("warning: " + w)
+    if result.readable_sources == 0:
+        _err("nothing could be read in " + ", ".join(paths))
+        return EXIT_ERROR
+    if args.json:
+        _json_out(result.to_json())
+    else:
+        from denpex_tui.render.report import make_console, print_scan
+
+        print_scan(result, make_console(), verbose=args.verbose)
+    if tmp is not None:
+        tmp.cleanup()
+    return EXIT_FOUND if result.incidents else EXIT_OK
+
+
+# -- explain ------------------------------------------------------------------------------
+
+
+def cmd_explain(args, cfg) -> int:
+    from denpex_tui.core.explain import explain_text
+
+    src = args.file or "-"
+    try:
+        if src == "-":
+            data = sys.stdin.buffer.read(4 << 20)
+        else:
+            with open(src, "rb") as fh:
+                data = fh.read(4 << 20)
+    except OSError as exc:
+        _err(f"{src}: {exc.strerror or exc}")
+        return EXIT_ERROR
+    sig_dirs = list(cfg.get("scan", {}).get("signatures", [])) + list(args.signatures or [])
+    exp = explain_text(data, signature_dirs=sig_dirs)
+    if args.json:
+        _json_out(exp.to_json())
+    else:
+        from denpex_tui.render.explain_view import print_explanation
+        from denpex_tui.render.report import make_console
+
+        print_explanation(exp, make_console())
+    return EXIT_OK if exp.known else EXIT_FOUND
+
+
+# -- signatures ---------------------------------------------------------------------------
+
+
+def cmd_signatures(args, cfg) -> int:
+    from denpex_tui.core.catalog import load_catalog, load_pack
+
+    if args.check:
+        sigs, problems = load_pack(args.check)
+        ids = {s.id for s in sigs}
+        for s in sigs:
+            if not any(e.match for e in s.examples) and not s.evidence_only:
+                problems.append(_problem(s.path, "examples", "no matching example line: the pack cannot be tested"))
+            for e in s.examples:
+                from denpex_tui.core.lineparse import strip_prefixes
+
+                got = s.matches(strip_prefixes(e.line))
+                if got != e.match:
+                    problems.append(
+                        _problem(s.path, "examples", f"line {'does not match' if e.match else 'matches'}: {e.line[:80]}")
+                    )
+        for p in problems:
+            print(f"denpex: signatures: {p}", file=sys.stderr)
+        print(f"{len(sigs)} signature(s) valid, {len(problems)} problem(s) in {args.check}")
+        return EXIT_ERROR if problems or not sigs else EXIT_OK
+    sig_dirs = list(cfg.get("scan", {}).get("signatures", [])) + list(args.signatures or [])
+    cat = load_catalog(sig_dirs)
+    for p in cat.problems:
+        _err(f"signatures: {p}")
+    if args.id:
+        sig = cat.get(args.id)
+        if sig is None:
+            _err(f"no signature with id {args.id!r} (see 'denpex signatures')")
+            return EXIT_ERROR
+        if args.json:
+            _json_out(sig.to_json())
+        else:
+            from denpex_tui.render.explain_view import print_signature
+            from denpex_tui.render.report import make_console
+
+            print_signature(sig, make_console())
+        return EXIT_OK
+    sigs = sorted(cat, key=lambda s: s.id)
+    if args.json:
+        _json_out({"schema": 1, "signatures": [s.to_json() for s in sigs]})
+    else:
+        from rich.text import Text
+
+        from denpex_tui.render.report import make_console
+
+        con = make_console()
+        for s in sigs:
+            t = Text(f"{s.id:<40} ")
+            t.append(f"{s.role:<11}", style={"initiating": "red", "collateral": "yellow"}.get(s.role, "cyan"))
+            t.append(f" {s.phase:<16} {s.title}")
+            if not s.builtin:
+                t.append(f"  [user pack: {s.pack}]", style="magenta")
+            con.print(t)
+        con.print(Text(f"{len(sigs)} signatures", style="dim"))
+    return EXIT_OK
+
+
+def _problem(path, field, message):
+    from denpex_tui.core.catalog import CatalogProblem
+
+    return CatalogProblem(path, field, message)
+
+
+# -- parser -------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="denpex",
+        description="Live triage of distributed ML training logs: which rank failed first, why, and how to prove the fix.",
+    )
+    p.add_argument("--version", action="version", version=f"denpex {__version__}")
+    p.add_argument(
+        "--debug",
+        nargs="?",
+        const="-auto-",
+        metavar="FILE",
+        help="write a debug log to FILE (default: $XDG_STATE_HOME/denpex/debug.log); never to the screen",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    s = sub.add_parser("scan", help="triage the logs of a job (finished or running)")
+    s.add_argument("paths", nargs="*", metavar="PATH", help="log files, directories or globs (one job)")
+    s.add_argument("--json", action="store_true", help="one JSON object (schema 1); with --follow: JSON Lines events")
+    s.add_argument("--rank", type=int, help="only this global rank's findings")
+    s.add_argument("--attempt", type=int, help="only this attempt (torchrun attempt_N)")
+    s.add_argument("--since", metavar="T", help="only findings at or after T (ISO time, or an age: 30m, 2h)")
+    s.add_argument("--signatures", action="append", metavar="DIR", help="extra signature pack (repeatable)")
+    s.add_argument("--follow", "-f", action="store_true", help="keep following the logs until interrupted")
+    s.add_argument("--exec", dest="exec_cmds", action="append", metavar="[RANK=]CMD",
+                   help="with --follow: read a command's output as a log (repeatable), e.g. 3='kubectl logs -f pod-3'")
+    s.add_argument("--jobs", "-j", type=int, help="processes for the history scan (default: all cores)")
+    s.add_argument("--demo", action="store_true", help="scan the built-in demo job")
+    s.add_argument("--verbose", "-v", action="store_true", help="also list warning-level findings")
+    s.set_defaults(func=cmd_scan)
+
+    e = sub.add_parser("explain", help="explain a pasted traceback or log excerpt")
+    e.add_argument("file", nargs="?", metavar="FILE|-", help="file to read, or - for standard input (default)")
+    e.add_argument("--json", action="store_true")
+    e.add_argument("--signatures", action="append", metavar="DIR")
+    e.set_defaults(func=cmd_explain)
+
+    g = sub.add_parser("signatures", help="list or show the signature catalog, or lint a pack")
+    g.add_argument("id", nargs="?", metavar="ID")
+    g.add_argument("--json", action="store_true")
+    g.add_argument("--check", metavar="DIR", help="validate a signature pack and run its example lines")
+    g.add_argument("--signatures", action="append", metavar="DIR")
+    g.set_defaults(func=cmd_signatures)
+
+    try:
+        from denpex_tui.probes import cli as probe_cli
+
+        probe_cli.add_parser(sub)
+        sub.choices["probe"].set_defaults(func=lambda a, _cfg: probe_cli.run(a))
+    except ImportError:  # pragma: no cover - probes not built in this tree
+        pass
+    try:
+        from denpex_tui.app import cli as watch_cli
+
+        watch_cli.add_parser(sub)
+    except ImportError:
+        pass
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `denpex scan ... | head` ends quietly
+    except (AttributeError, ValueError):
+        pass
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        _setup_debug(args.debug)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return EXIT_ERROR
+        from denpex_tui.core.config import load_config
+
+        cfg, warnings = load_config()
+        for w in warnings:
+            _err(w)
+        return int(args.func(args, cfg))
+    except UsageError as exc:
+        _err(str(exc))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # never a traceback on screen
+        log.exception("unexpected error")
+        _err(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)")
+        return EXIT_ERROR

@@ -1,0 +1,135 @@
+"""Verification commands: templates filled from an incident, safe to paste into a shell.
+
+A value that came from a log is untrusted. Before it is placed in a command:
+
+1. it is refused when it holds any control character (ESC, CR/LF, C1, bidi overrides…):
+   ``shlex.quote`` keeps those inside its quotes, and a pasted ESC or a bracketed-paste end
+   (``ESC [201~``) would still act on the terminal;
+2. numeric placeholders (``pid``, ``rank``, ``line``) must be digits, ``node`` a host name;
+3. a path that starts with ``-`` gets a ``./`` so no command reads it as an option;
+4. it is shell-quoted as exactly one word (``shlex.quote``).
+
+A refused or missing value leaves ``<name>`` in the command and marks it incomplete, so the
+user sees what to fill in instead of a command that silently does something else.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from .text import has_control
+
+__all__ = ["PLACEHOLDERS", "TemplateError", "parse_template", "RenderedCommand", "render_command"]
+
+PLACEHOLDERS = ("path", "dir", "pid", "rank", "node", "log", "nvme_path", "ckpt_dir", "line")
+_NUMERIC = {"pid", "rank", "line"}
+_PATHLIKE = {"path", "dir", "log", "nvme_path", "ckpt_dir"}
+_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|[{}]")
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+
+
+class TemplateError(ValueError):
+    pass
+
+
+def parse_template(template: str) -> list[tuple[str, str]]:
+    """Split a template into ``("text", s)`` and ``("ph", name)`` parts."""
+    if has_control(template):
+        raise TemplateError("contains a control character")
+    parts: list[tuple[str, str]] = []
+    pos = 0
+    for m in _TOKEN.finditer(template):
+        if m.start() > pos:
+            parts.append(("text", template[pos : m.start()]))
+        tok = m.group()
+        if tok == "{{":
+            parts.append(("text", "{"))
+        elif tok == "}}":
+            parts.append(("text", "}"))
+        elif m.group(1):
+            name = m.group(1)
+            if name not in PLACEHOLDERS:
+                raise TemplateError(f"unknown placeholder {{{name}}} (known: {', '.join(PLACEHOLDERS)})")
+            parts.append(("ph", name))
+        else:
+            raise TemplateError(f"stray '{tok}' at column {m.start() + 1} (write '{tok}{tok}' for a literal)")
+        pos = m.end()
+    if pos < len(template):
+        parts.append(("text", template[pos:]))
+    return parts
+
+
+@dataclass(frozen=True)
+class RenderedCommand:
+    title: str
+    text: str
+    complete: bool
+    missing: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+    builtin: bool = True
+    pack: str = "built-in"
+
+    def to_json(self) -> dict:
+        return {
+            "title": self.title,
+            "command": self.text,
+            "complete": self.complete,
+            "missing": list(self.missing),
+            "refused": list(self.refused),
+            "builtin": self.builtin,
+            "pack": self.pack,
+        }
+
+
+def _check_value(name: str, value: object) -> str | None:
+    """The value as a shell word, or None when it must be refused."""
+    s = str(value)
+    if not s or has_control(s):
+        return None
+    if name in _NUMERIC:
+        return s if s.isdigit() else None
+    if name == "node":
+        return s if _HOST.match(s) else None
+    if name in _PATHLIKE and s.startswith("-"):
+        s = "./" + s
+    return shlex.quote(s)
+
+
+def render_command(
+    title: str,
+    template: str,
+    values: dict[str, object],
+    *,
+    builtin: bool = True,
+    pack: str = "built-in",
+) -> RenderedCommand:
+    parts = parse_template(template)
+    out: list[str] = []
+    missing: list[str] = []
+    refused: list[str] = []
+    for kind, s in parts:
+        if kind == "text":
+            out.append(s)
+            continue
+        v = values.get(s)
+        if v is None or v == "":
+            missing.append(s)
+            out.append(f"<{s}>")
+            continue
+        word = _check_value(s, v)
+        if word is None:
+            refused.append(s)
+            out.append(f"<{s}>")
+            continue
+        out.append(word)
+    return RenderedCommand(
+        title=title,
+        text="".join(out),
+        complete=not missing and not refused,
+        missing=tuple(dict.fromkeys(missing)),
+        refused=tuple(dict.fromkeys(refused)),
+        builtin=builtin,
+        pack=pack,
+    )

@@ -1,0 +1,159 @@
+"""The fix panel's content for an incident: cause, fix, checklist, verification commands.
+
+Values for the command placeholders come from the incident and the job's own lines: the path
+named in the error (``[Errno 28] ...: '/ckpt/x.pt'``), the checkpoint directory from save lines,
+DeepSpeed's ``nvme_path``, the pid from the launcher report, the log file holding the line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .catalog import Catalog, Signature
+from .commands import RenderedCommand, render_command
+from .job import JobState
+from .model import Finding, Incident
+
+__all__ = ["FixPanel", "ChecklistRow", "fix_panel", "incident_values"]
+
+_QUOTED_PATH = re.compile(r"""(?:'|")(/[^'"]{1,4095}|\.{1,2}/[^'"]{1,4095})(?:'|")""")
+_ON_PATH = re.compile(r"failed on (\S+)|file </([^>]+)>|(?:to|from) (/\S+)|checkpoint: (\S+)")
+_NVME = re.compile(r"nvme_path(?:=PosixPath\(|['\"]?\s*[:=]\s*)['\"]?(/[^'\",)\s]+)")
+_SWAP = re.compile(r"swap_folder \.+ (/\S+)")
+
+
+@dataclass
+class ChecklistRow:
+    text: str
+    condition: str | None
+    status: str  # "true" | "false" | "not measurable here" | "manual"
+    measured: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FixPanel:
+    signature: Signature | None
+    cause: str
+    fix: list[str]
+    checklist: list[ChecklistRow]
+    commands: list[RenderedCommand]
+    siblings: list[tuple[str, str]]
+    values: dict[str, Any]
+    affected: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "signature": self.signature.id if self.signature else None,
+            "cause": self.cause,
+            "fix": self.fix,
+            "checklist": [
+                {"text": c.text, "condition": c.condition, "status": c.status, "measured": c.measured}
+                for c in self.checklist
+            ],
+            "commands": [c.to_json() for c in self.commands],
+            "siblings": [{"id": i, "evidence": e} for i, e in self.siblings],
+            "affected_version": self.affected,
+        }
+
+
+def _path_from_text(text: str) -> str | None:
+    m = _QUOTED_PATH.search(text)
+    if m:
+        return m.group(1)
+    m = _ON_PATH.search(text)
+    if m:
+        p = next(g for g in m.groups() if g)
+        if m.group(2):
+            return "/dev/shm"
+        return p.rstrip(".,;:")
+    return None
+
+
+def incident_values(finding: Finding | None, job: JobState | None) -> dict[str, Any]:
+    """Placeholder values for one finding (untrusted: rendering refuses and quotes them)."""
+    v: dict[str, Any] = {}
+    if finding is None:
+        return v
+    v["log"] = finding.path or None
+    v["rank"] = finding.rank
+    v["node"] = finding.node
+    v["line"] = finding.line or None
+    path = _path_from_text(finding.text)
+    if job is not None:
+        ckpt = None
+        nvme = None
+        for m in job.markers():
+            if nvme is None:
+                mm = _NVME.search(m.text) or _SWAP.search(m.text)
+                if mm:
+                    nvme = mm.group(1)
+            if "checkpoint" in m.signature or "save" in m.signature:
+                p = _path_from_text(m.text) or _last_path_word(m.text)
+                if p and (m.rank == finding.rank or ckpt is None):
+                    ckpt = p
+        if ckpt:
+            v["ckpt_dir"] = ckpt if _looks_dir(ckpt) else os.path.dirname(ckpt) or ckpt
+        if nvme:
+            v["nvme_path"] = nvme
+        for fe in job.failure_entries():
+            if fe.rank == finding.rank and fe.pid is not None and fe.attempt == finding.attempt:
+                v["pid"] = fe.pid
+    if path:
+        v["path"] = path
+        v["dir"] = path if path.endswith("/") or path == "/dev/shm" else (os.path.dirname(path) or ".")
+    elif v.get("ckpt_dir"):
+        v["path"] = v["dir"] = v["ckpt_dir"]
+    return v
+
+
+def _looks_dir(p: str) -> bool:
+    return p.endswith("/") or not os.path.splitext(p)[1]
+
+
+def _last_path_word(text: str) -> str | None:
+    for w in reversed(text.split()):
+        w = w.strip("'\",.;:()")
+        if "/" in w:
+            return w
+    return None
+
+
+def fix_panel(
+    finding: Finding | None,
+    catalog: Catalog,
+    job: JobState | None = None,
+    metrics: dict[str, float | None] | None = None,
+) -> FixPanel:
+    sig = catalog.get(finding.signature) if finding else None
+    values = incident_values(finding, job)
+    if sig is None:
+        return FixPanel(None, "No known signature.", [], [], [], [], values)
+    rows = []
+    for item in sig.checklist:
+        if item.parsed is None:
+            rows.append(ChecklistRow(item.text, None, "manual"))
+            continue
+        res = item.parsed.evaluate(metrics or {}) if metrics is not None else None
+        measured = {}
+        if metrics:
+            for name in item.parsed.metrics:
+                measured[name] = metrics.get(name)
+        status = "not measurable here" if res is None else ("true" if res else "false")
+        rows.append(ChecklistRow(item.text, item.condition, status, measured))
+    cmds = [
+        render_command(c.title, c.command, values, builtin=sig.builtin, pack=sig.pack) for c in sig.verify
+    ]
+    affected = sig.affected(job.versions()) if job is not None else None
+    return FixPanel(
+        signature=sig,
+        cause=sig.cause,
+        fix=list(sig.fix),
+        checklist=rows,
+        commands=cmds,
+        siblings=[(s.id, s.evidence) for s in sig.siblings],
+        values=values,
+        affected=affected,
+    )

@@ -1,0 +1,272 @@
+"""Everything given on one command line is one job: merge what each source saw.
+
+* Local ranks (torchrun's ``[defaultM]:`` and ``attempt_N/M/`` folders) are mapped to global
+  ranks per node from the pairs the logs themselves show (``[default2]:[rank2]:``,
+  failure-report ``rank: 2 (local_rank: 0)``, DeepSpeed's ``global_rank_mapping``); when a
+  node shows one consistent offset (global = local + k) it is applied to the node's other
+  local ranks; a job with a single node and no pair maps local = global. What could not be
+  mapped is said, not guessed.
+* The same line reaching Denpex twice (a ``--tee`` console and the per-rank file, the failure
+  report, error.json) counts once, and the finding points at the per-rank file's copy.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo
+from .pipeline import SourceProcessor
+
+__all__ = ["JobState", "SourceSummary"]
+
+
+@dataclass
+class SourceSummary:
+    path: str
+    kind: str
+    ranks: list[int]
+    node: str | None
+    lines: int
+    bytes: int
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "ranks": self.ranks,
+            "node": self.node,
+            "lines": self.lines,
+            "bytes": self.bytes,
+            **({"error": self.error} if self.error else {}),
+        }
+
+
+@dataclass
+class ProcessorResult:
+    """What a processor hands to the job (picklable: scan runs processors in other processes)."""
+
+    info: SourceInfo
+    findings: list[Finding]
+    failure_entries: list[FailureEntry]
+    markers: list[Marker]
+    marker_counts: dict
+    last_lines: list[LastLine]
+    rank_pairs: set
+    keys_seen: dict
+    versions: dict
+    lines: int
+    bytes: int
+    errors: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, p: SourceProcessor) -> "ProcessorResult":
+        return cls(
+            info=p.info,
+            findings=list(p.findings.values()),
+            failure_entries=list(p.failure_entries),
+            markers=[m for lst in p.markers.values() for m in lst],
+            marker_counts=dict(p.marker_counts),
+            last_lines=list(p.last_lines.values()),
+            rank_pairs=set(p.rank_pairs),
+            keys_seen={k: set(v) for k, v in p.keys_seen.items()},
+            versions=dict(p.versions),
+            lines=p.line_no,
+            bytes=p.bytes_read,
+            errors=list(p.errors),
+        )
+
+
+class JobState:
+    def __init__(self) -> None:
+        self.results: dict[str, ProcessorResult] = {}
+        self.warnings: list[str] = []
+        self._resolved = False
+
+    def add(self, r: ProcessorResult) -> None:
+        self.results[r.info.path] = r
+        self._resolved = False
+
+    # -- rank mapping ---------------------------------------------------------------------
+
+    def node_maps(self) -> tuple[dict[str, dict[int, int]], dict[str, int], set[str]]:
+        """Per node: local -> global pairs seen, a consistent offset where one exists, and the
+        nodes whose mapping is only assumed (single node, local = global)."""
+        pairs: dict[str, dict[int, set[int]]] = {}
+        nodes: set[str] = set()
+        for r in self.results.values():
+            nk = r.info.node_key or ""
+            nodes.add(nk)
+            for local, g in r.rank_pairs:
+                pairs.setdefault(nk, {}).setdefault(local, set()).add(g)
+            for fe in r.failure_entries:
+                if fe.local_rank is not None and fe.rank >= 0:
+                    pairs.setdefault(nk, {}).setdefault(fe.local_rank, set()).add(fe.rank)
+        maps: dict[str, dict[int, int]] = {}
+        offsets: dict[str, int] = {}
+        for nk, d in pairs.items():
+            m = {local: next(iter(gs)) for local, gs in d.items() if len(gs) == 1}
+            maps[nk] = m
+            offs = {g - local for local, g in m.items()}
+            if len(offs) == 1:
+                offsets[nk] = offs.pop()
+        assumed: set[str] = set()
+        if len(nodes) == 1:
+            (only,) = nodes
+            if only not in offsets and not maps.get(only):
+                offsets[only] = 0
+                assumed.add(only)
+        return maps, offsets, assumed
+
+    def resolve(self) -> None:
+        if self._resolved:
+            return
+        maps, offsets, self.assumed_nodes = self.node_maps()
+        self.unmapped: set[tuple[str, int]] = set()
+
+        def res(node_key: str | None, rank: int | None, local: int | None) -> int | None:
+            if rank is not None:
+                return rank
+            if local is None:
+                return None
+            nk = node_key or ""
+            m = maps.get(nk, {})
+            if local in m:
+                return m[local]
+            if nk in offsets:
+                return local + offsets[nk]
+            self.unmapped.add((nk, local))
+            return None
+
+        names = self.node_names()
+        for r in self.results.values():
+            for f in r.findings:
+                f.rank = res(f.node_key, f.rank, f.local_rank)
+                f.node = names.get(f.node_key or "")
+            for ll in r.last_lines:
+                ll.key_rank = res(ll.node_key, ll.key_rank, ll.key_local)
+            for m in r.markers:
+                m.rank = res(m.node_key, m.rank, m.local_rank)
+        self._resolver = res
+        self._resolved = True
+
+    def node_names(self) -> dict[str, str | None]:
+        """Display names: the host name the logs give when it tells nodes apart, else the
+        per-node folder name when there are several nodes, else the host name or None."""
+        hosts: dict[str, set[str]] = {}
+        keys: set[str] = set()
+        for r in self.results.values():
+            nk = r.info.node_key or ""
+            keys.add(nk)
+            for f in r.findings:
+                if f.host:
+                    hosts.setdefault(nk, set()).add(f.host)
+            for fe in r.failure_entries:
+                if fe.host:
+                    hosts.setdefault(nk, set()).add(fe.host)
+        single = {nk: next(iter(h)) for nk, h in hosts.items() if len(h) == 1}
+        distinct = len(set(single.values())) == len(single) == len(keys)
+        out: dict[str, str | None] = {}
+        for nk in keys:
+            if distinct and nk in single:
+                out[nk] = single[nk]
+            elif len(keys) > 1:
+                out[nk] = os.path.basename(nk.rstrip("/")) or nk
+            else:
+                out[nk] = single.get(nk)
+        return out
+
+    # -- merged views ---------------------------------------------------------------------
+
+    def findings(self) -> list[Finding]:
+        """Findings with ranks resolved and duplicate copies merged (best copy kept)."""
+        self.resolve()
+        best: dict[tuple, Finding] = {}
+        for r in self.results.values():
+            for f in r.findings:
+                k = (f.attempt, f.rank if f.rank is not None else ("?", f.node_key, f.local_rank), f.signature,
+                     f.exc_type if f.signature == "python.uncaught-exception" else None)
+                cur = best.get(k)
+                if cur is None:
+                    best[k] = f
+                    continue
+                # Same line seen in several copies: keep the per-rank file's copy, take the
+                # largest count (copies repeat the same occurrences), and the exact time.
+                keep, other = (f, cur) if f.priority > cur.priority else (cur, f)
+                if keep.time is None or (keep.time_approx and other.time is not None and not other.time_approx):
+                    keep.time, keep.time_approx = other.time, other.time_approx
+                keep.count = max(keep.count, other.count)
+                best[k] = keep
+        out = list(best.values())
+        out.sort(key=lambda f: f.sort_key())
+        return out
+
+    def ranks_by_attempt(self) -> dict[int, set[int]]:
+        self.resolve()
+        out: dict[int, set[int]] = {}
+        for r in self.results.values():
+            nk = r.info.node_key
+            for attempt, keys in r.keys_seen.items():
+                for kind, n in keys:
+                    g = n if kind == "r" else self._resolver(nk, None, n)
+                    if g is not None:
+                        out.setdefault(attempt, set()).add(g)
+            for fe in r.failure_entries:
+                if fe.rank >= 0:
+                    out.setdefault(fe.attempt, set()).add(fe.rank)
+        return out
+
+    def last_lines(self) -> dict[tuple[int, int], LastLine]:
+        """(attempt, rank) -> last timestamped line, the per-rank file's copy preferred."""
+        self.resolve()
+        out: dict[tuple[int, int], LastLine] = {}
+        for r in self.results.values():
+            for ll in r.last_lines:
+                if ll.key_rank is None:
+                    continue
+                k = (ll.attempt, ll.key_rank)
+                cur = out.get(k)
+                if cur is None or (ll.time and cur.time and ll.time > cur.time) or (
+                    ll.time == cur.time and ll.priority > cur.priority
+                ):
+                    out[k] = ll
+        return out
+
+    def failure_entries(self) -> list[FailureEntry]:
+        return [fe for r in self.results.values() for fe in r.failure_entries]
+
+    def markers(self) -> list[Marker]:
+        self.resolve()
+        return [m for r in self.results.values() for m in r.markers]
+
+    def versions(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for r in self.results.values():
+            for k, v in r.versions.items():
+                out.setdefault(k, v)
+        return out
+
+    def sources(self) -> list[SourceSummary]:
+        self.resolve()
+        names = self.node_names()
+        out = []
+        for r in sorted(self.results.values(), key=lambda r: r.info.order):
+            ranks: set[int] = set()
+            for keys in r.keys_seen.values():
+                for kind, n in keys:
+                    g = n if kind == "r" else self._resolver(r.info.node_key, None, n)
+                    if g is not None:
+                        ranks.add(g)
+            out.append(
+                SourceSummary(
+                    path=r.info.path,
+                    kind=r.info.kind,
+                    ranks=sorted(ranks),
+                    node=names.get(r.info.node_key or ""),
+                    lines=r.lines,
+                    bytes=r.bytes,
+                    error=r.errors[0] if r.errors else None,
+                )
+            )
+        return out

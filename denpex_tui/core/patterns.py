@@ -1,0 +1,259 @@
+"""The pattern engine: linear-time regular expressions and the literal prefilter.
+
+Signature patterns are written in the subset of Python ``re`` syntax that RE2 also accepts,
+and they run on RE2 (``google-re2``), whose matching time is linear in the line length
+whatever the pattern: a crafted log line cannot make a user's signature pack hang a scan.
+Python ``re`` is used only to *parse* a pattern (to find its required literal) and, when
+``google-re2`` is not installed, to run patterns that pass a structural check refusing the
+constructs that backtrack catastrophically (nested or adjacent unbounded quantifiers).
+
+The prefilter finds candidate lines in whole chunks without looking at lines one by one:
+every pattern must contain a literal run of at least :data:`MIN_LITERAL` characters that any
+match must contain; all literals go into one multi-literal automaton (Hyperscan when
+available, else one RE2 alternation), and full patterns run only on lines holding a literal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+try:  # Python 3.11+
+    import re._parser as _sre_parse  # type: ignore[import-not-found]
+    import re._constants as _sre_const  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _sre_const  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+try:
+    import re2 as _re2  # google-re2
+
+    HAVE_RE2 = True
+except ImportError:  # pragma: no cover - exercised only where the wheel is missing
+    _re2 = None
+    HAVE_RE2 = False
+
+try:
+    import hyperscan as _hs  # optional, x86-64 only
+
+    HAVE_HYPERSCAN = True
+except Exception:  # pragma: no cover - ImportError, or a broken native library
+    _hs = None
+    HAVE_HYPERSCAN = False
+
+__all__ = [
+    "MIN_LITERAL",
+    "PatternError",
+    "CompiledPattern",
+    "compile_pattern",
+    "required_literal",
+    "Prefilter",
+    "HAVE_RE2",
+    "HAVE_HYPERSCAN",
+]
+
+MIN_LITERAL = 4
+
+
+class PatternError(ValueError):
+    """A pattern that Denpex refuses, with a one-line reason."""
+
+
+_LITERAL = _sre_const.LITERAL
+_SUBPATTERN = _sre_const.SUBPATTERN
+_MAX_REPEAT = _sre_const.MAX_REPEAT
+_MIN_REPEAT = _sre_const.MIN_REPEAT
+_MAXREPEAT = _sre_const.MAXREPEAT
+_REFUSED = {
+    getattr(_sre_const, "GROUPREF", None): "backreferences",
+    getattr(_sre_const, "GROUPREF_EXISTS", None): "conditional groups",
+    getattr(_sre_const, "ASSERT", None): "lookahead/lookbehind",
+    getattr(_sre_const, "ASSERT_NOT", None): "negative lookahead/lookbehind",
+    getattr(_sre_const, "POSSESSIVE_REPEAT", None): "possessive quantifiers",
+    getattr(_sre_const, "ATOMIC_GROUP", None): "atomic groups",
+}
+_REFUSED.pop(None, None)
+
+
+def _walk(parsed, depth: int = 0) -> Iterable[tuple]:
+    for op, av in parsed:
+        yield op, av, depth
+        if op is _SUBPATTERN:
+            yield from _walk(av[-1], depth)
+        elif op in (_MAX_REPEAT, _MIN_REPEAT):
+            yield from _walk(av[2], depth + 1)
+        elif op is _sre_const.BRANCH:
+            for alt in av[1]:
+                yield from _walk(alt, depth)
+
+
+def _check_structure(parsed) -> None:
+    for op, av, _depth in _walk(parsed):
+        if op in _REFUSED:
+            raise PatternError(f"uses {_REFUSED[op]}, which RE2 does not support")
+
+
+def _check_backtracking(parsed) -> None:
+    """Refuse nested unbounded repeats, the classic catastrophic-backtracking shape.
+
+    Only needed when RE2 is absent and patterns run on Python ``re``.
+    """
+    for op, av, _depth in _walk(parsed):
+        if op in (_MAX_REPEAT, _MIN_REPEAT) and av[1] == _MAXREPEAT:
+            for op2, av2, _ in _walk(av[2]):
+                if op2 in (_MAX_REPEAT, _MIN_REPEAT) and av2[1] in (_MAXREPEAT,) or (
+                    op2 in (_MAX_REPEAT, _MIN_REPEAT) and av2[1] > 1
+                ):
+                    raise PatternError("nests a repeat inside an unbounded repeat (catastrophic backtracking)")
+
+
+def required_literal(pattern: str) -> tuple[str, bool] | None:
+    """The longest literal run that every match of ``pattern`` contains, and whether the
+    pattern is case-insensitive. Only top-level sequences count (not branches or repeats)."""
+    parsed = _sre_parse.parse(pattern)
+    ignorecase = bool(parsed.state.flags & re.IGNORECASE)
+    best = ""
+
+    def scan(seq) -> None:
+        nonlocal best
+        run: list[str] = []
+        for op, av in seq:
+            if op is _LITERAL:
+                run.append(chr(av))
+                continue
+            if op is _SUBPATTERN and av[0] is None and not av[1] and not av[2]:
+                pass
+            cand = "".join(run)
+            if len(cand) > len(best):
+                best = cand
+            run = []
+            if op is _SUBPATTERN:
+                scan(av[-1])
+            elif op in (_MAX_REPEAT, _MIN_REPEAT) and av[0] >= 1:
+                scan(av[2])
+        cand = "".join(run)
+        if len(cand) > len(best):
+            best = cand
+
+    scan(parsed)
+    if not best:
+        return None
+    return best, ignorecase
+
+
+@dataclass(frozen=True)
+class CompiledPattern:
+    source: str
+    literal: str
+    ignorecase: bool
+    search: Callable[[str], object]
+
+
+def compile_pattern(pattern: str, *, require_literal: bool = True) -> CompiledPattern:
+    """Validate and compile one signature pattern. Raises :class:`PatternError`."""
+    if not isinstance(pattern, str) or not pattern:
+        raise PatternError("must be a non-empty string")
+    if len(pattern) > 2000:
+        raise PatternError("is longer than 2000 characters")
+    try:
+        parsed = _sre_parse.parse(pattern)
+    except re.error as exc:
+        raise PatternError(f"is not a valid regular expression: {exc}") from None
+    _check_structure(parsed)
+    lit = required_literal(pattern)
+    if require_literal and (lit is None or len(lit[0]) < MIN_LITERAL):
+        raise PatternError(
+            f"has no literal run of {MIN_LITERAL}+ characters that every match contains "
+            "(needed by the prefilter)"
+        )
+    literal, ignorecase = lit if lit else ("", False)
+    if HAVE_RE2:
+        try:
+            opts = _re2.Options()
+            opts.max_mem = 8 << 20
+            rx = _re2.compile(pattern, options=opts)
+        except Exception as exc:  # re2.error
+            raise PatternError(f"is not accepted by RE2: {exc}") from None
+        search = rx.search
+    else:  # pragma: no cover - depends on the platform
+        _check_backtracking(parsed)
+        search = re.compile(pattern).search
+    return CompiledPattern(pattern, literal, ignorecase, search)
+
+
+class Prefilter:
+    """Multi-literal search over whole chunks of bytes.
+
+    ``candidates(data)`` returns the sorted, de-duplicated start offsets of the lines in
+    ``data`` that contain at least one literal, with the set of literal ids found on each.
+    """
+
+    def __init__(self, literals: list[tuple[str, bool]]):
+        self.literals = literals
+        self.backend = "none"
+        self._hs_db = None
+        self._rx = None
+        if not literals:
+            return
+        if HAVE_HYPERSCAN:
+            try:
+                db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+                exprs = [re.escape(lit).encode("utf-8") for lit, _ in literals]
+                flags = [(_hs.HS_FLAG_CASELESS if ci else 0) for _, ci in literals]
+                db.compile(expressions=exprs, ids=list(range(len(literals))), elements=len(literals), flags=flags)
+                self._hs_db = db
+                self._scratch = _hs.Scratch(db)
+                self.backend = "hyperscan"
+                return
+            except Exception:  # pragma: no cover - fall back to RE2
+                self._hs_db = None
+        alternation = b"|".join(
+            (b"(?i:" + re.escape(lit).encode("utf-8") + b")") if ci else re.escape(lit).encode("utf-8")
+            for lit, ci in literals
+        )
+        if HAVE_RE2:
+            opts = _re2.Options()
+            opts.max_mem = 64 << 20
+            self._rx = _re2.compile(alternation, options=opts)
+            self.backend = "re2"
+        else:  # pragma: no cover
+            self._rx = re.compile(alternation)
+            self.backend = "re"
+
+    def line_starts(self, data: bytes) -> list[int]:
+        """Start offsets of the lines of ``data`` that hold at least one literal."""
+        if not self.literals or not data:
+            return []
+        starts: set[int] = set()
+        if self._hs_db is not None:
+            ends: list[int] = []
+
+            def on_match(_id: int, _from: int, to: int, _flags: int, _ctx) -> None:
+                ends.append(to)
+
+            self._hs_db.scan(data, match_event_handler=on_match, scratch=self._scratch)
+            rfind = data.rfind
+            last_line_end = -1
+            for to in sorted(ends):
+                pos = to - 1
+                if pos <= last_line_end:
+                    continue
+                starts.add(rfind(b"\n", 0, pos) + 1)
+                nl = data.find(b"\n", pos)
+                last_line_end = nl if nl >= 0 else len(data)
+        else:
+            rfind = data.rfind
+            last_line_end = -1
+            last_start = -1
+            for m in self._rx.finditer(data):
+                pos = m.start()
+                if pos <= last_line_end:
+                    continue
+                start = rfind(b"\n", 0, pos) + 1
+                if start != last_start:
+                    starts.add(start)
+                    last_start = start
+                nl = data.find(b"\n", pos)
+                last_line_end = nl if nl >= 0 else len(data)
+        return sorted(starts)

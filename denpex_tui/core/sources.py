@@ -1,0 +1,326 @@
+"""Finding log files, telling what each one is, and reading them in whole-line chunks.
+
+A *job* is everything given on one command line. Directories are searched for files that
+look like logs; torchrun's ``--log-dir`` tree (``<run>/attempt_N/<local_rank>/stdout.log``)
+tells the attempt and the local rank; a folder that holds a console log and a ``logs/`` tree
+is one node. Reading never holds a whole file: chunks of at most ``CHUNK`` bytes, always cut
+after a newline, and a line without a newline is cut at ``MAX_LINE`` bytes.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .model import SourceInfo
+
+__all__ = [
+    "CHUNK",
+    "MAX_LINE",
+    "SourceError",
+    "discover",
+    "classify",
+    "read_chunks",
+    "looks_like_log",
+]
+
+CHUNK = 8 << 20
+MAX_LINE = 1 << 20  # a longer line is cut: its first MAX_LINE bytes are kept as one line
+MAX_FILES = 200_000
+
+_LOG_SUFFIX = re.compile(r"\.(?:log|out|err|txt)(?:\.\d+)?(?:\.gz)?$", re.IGNORECASE)
+_ROTATED = re.compile(r"\.(\d+)(?:\.gz)?$|\.gz$")
+_ATTEMPT = re.compile(r"^attempt_(\d+)$")
+_RANK_NAME = re.compile(r"(?:^|[_.-])rank[_-]?(\d+)(?:[_.-]|$)", re.IGNORECASE)
+_SLURM_TASK = re.compile(r"^(?:[\w.-]*?[_-])?\d+[_-](\d+)\.(?:out|err|log)$")
+
+
+class SourceError(Exception):
+    """A source that cannot be read; the message is one line for the user."""
+
+
+@dataclass
+class Discovery:
+    sources: list[SourceInfo]
+    warnings: list[str]
+
+
+def looks_like_log(name: str) -> bool:
+    if name == "error.json":
+        return True
+    return bool(_LOG_SUFFIX.search(name))
+
+
+def _rotation_key(path: str) -> tuple:
+    """Rotated copies are read oldest first: app.log.3.gz, app.log.2, app.log.1, app.log."""
+    m = _ROTATED.search(os.path.basename(path))
+    n = int(m.group(1)) if m and m.group(1) else (1 if m else 0)
+    base = _ROTATED.sub("", path) if m else path
+    return (base, -n)
+
+
+def classify(path: str, order: int = 0) -> SourceInfo:
+    p = Path(path)
+    parts = p.parts
+    name = p.name
+    info = SourceInfo(path=path, kind="rank-file", order=order)
+    info.history_only = bool(_ROTATED.search(name)) and name not in ("stdout.log", "stderr.log")
+    if name == "error.json":
+        info.kind = "error-json"
+    # torchrun --log-dir: .../<run_id>_<rand>/attempt_N/<local_rank>/{stdout,stderr}.log|error.json
+    attempt_idx = None
+    for i in range(len(parts) - 2, -1, -1):
+        if _ATTEMPT.match(parts[i]):
+            attempt_idx = i
+            break
+    if attempt_idx is not None and attempt_idx + 2 == len(parts) - 1 and parts[attempt_idx + 1].isdigit():
+        info.attempt = int(_ATTEMPT.match(parts[attempt_idx]).group(1))  # type: ignore[union-attr]
+        info.local_rank = int(parts[attempt_idx + 1])
+        run_dir = Path(*parts[:attempt_idx])  # <run_id>_<rand>
+        logs_dir = run_dir.parent
+        info.node_key = str(logs_dir.parent if logs_dir.name in ("logs", "log") else logs_dir)
+        return info
+    info.node_key = str(p.parent)
+    m = _RANK_NAME.search(name)
+    if m:
+        info.file_rank = int(m.group(1))
+    else:
+        m = _SLURM_TASK.match(name)
+        if m:
+            info.file_rank = int(m.group(1))
+    if info.kind != "error-json" and info.file_rank is None:
+        info.kind = "console"
+    return info
+
+
+def discover(paths: list[str], *, max_files: int = MAX_FILES) -> Discovery:
+    """Expand files, directories and globs into classified sources."""
+    import glob
+
+    warnings: list[str] = []
+    found: list[str] = []
+    seen: set[str] = set()
+
+    def add(path: str) -> None:
+        rp = os.path.realpath(path)
+        if rp in seen:
+            return
+        seen.add(rp)
+        found.append(path)
+
+    for arg in paths:
+        expanded = [arg]
+        if any(c in arg for c in "*?[") and not os.path.exists(arg):
+            expanded = sorted(glob.glob(arg, recursive=True))
+            if not expanded:
+                warnings.append(f"{arg}: no file matches")
+                continue
+        for path in expanded:
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                warnings.append(f"{path}: no such file or directory")
+                continue
+            except PermissionError:
+                warnings.append(f"{path}: permission denied")
+                continue
+            except OSError as exc:
+                warnings.append(f"{path}: cannot be read ({exc.strerror or exc})")
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                for f in _walk(path, warnings, max_files - len(found)):
+                    add(f)
+            elif stat.S_ISREG(st.st_mode):
+                add(path)
+            else:
+                warnings.append(f"{path}: not a regular file or directory (FIFO, device or socket): skipped")
+            if len(found) >= max_files:
+                warnings.append(f"more than {max_files} log files: the rest were skipped")
+                break
+    found.sort(key=_rotation_key)
+    sources = [classify(p, i) for i, p in enumerate(found)]
+    return Discovery(sources, warnings)
+
+
+def _walk(root: str, warnings: list[str], budget: int) -> Iterator[str]:
+    """Log-looking regular files under ``root``; symlinks are not followed into directories
+    (no loops), unreadable directories are a warning."""
+    stack = [root]
+    visited: set[tuple[int, int]] = set()
+    n = 0
+    while stack:
+        d = stack.pop()
+        try:
+            st = os.stat(d)
+            key = (st.st_dev, st.st_ino)
+            if key in visited:
+                continue
+            visited.add(key)
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except PermissionError:
+            warnings.append(f"{d}: permission denied")
+            continue
+        except OSError as exc:
+            warnings.append(f"{d}: cannot be listed ({exc.strerror or exc})")
+            continue
+        subdirs = []
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    subdirs.append(e.path)
+                elif e.is_file(follow_symlinks=True) and looks_like_log(e.name):
+                    n += 1
+                    if n > budget:
+                        return
+                    yield e.path
+            except OSError:
+                continue
+        stack.extend(reversed(subdirs))
+
+
+def _sniff(head: bytes) -> str:
+    """'utf-16-le', 'utf-16-be', 'binary' or 'text'."""
+    if head.startswith(b"\xff\xfe"):
+        return "utf-16-le"
+    if head.startswith(b"\xfe\xff"):
+        return "utf-16-be"
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip"
+    if not head:
+        return "text"
+    sample = head[:4096]
+    # UTF-16 without BOM: every other byte NUL on ASCII text.
+    if len(sample) >= 64 and sample[1::2].count(0) > len(sample) // 2 * 0.9:
+        return "utf-16-le"
+    if len(sample) >= 64 and sample[0::2].count(0) > len(sample) // 2 * 0.9:
+        return "utf-16-be"
+    nul = sample.count(0)
+    ctrl = sum(1 for b in sample if b < 9 or 13 < b < 32)
+    if nul > len(sample) // 100 + 4 or ctrl > len(sample) // 10 + 8:
+        return "binary"
+    return "text"
+
+
+def _open(path: str):
+    """Open a source for binary reading; refuses FIFOs and devices (a FIFO would block)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SourceError(f"{path}: not a regular file: skipped")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=0), st
+    except BaseException:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        raise
+
+
+def read_chunks(path: str, *, chunk: int = CHUNK, start: int = 0) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(offset, data)`` where ``data`` holds whole lines (ends with ``\\n``).
+
+    ``offset`` is the byte offset of ``data[0]`` in the file as stored (for compressed and
+    UTF-16 files: in the decoded text). A final line without a newline gets one. A line
+    longer than :data:`MAX_LINE` is cut there (the rest of it is skipped).
+    Raises :class:`SourceError` with a one-line message.
+    """
+    try:
+        fh, st = _open(path)
+    except SourceError:
+        raise
+    except FileNotFoundError:
+        raise SourceError(f"{path}: no such file (deleted?)") from None
+    except PermissionError:
+        raise SourceError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    with fh:
+        try:
+            head = fh.read(4096)
+        except OSError as exc:
+            raise SourceError(f"{path}: read error ({exc.strerror or exc})") from None
+        kind = _sniff(head)
+        if kind == "binary":
+            raise SourceError(f"{path}: binary file, not a log: skipped")
+        fh.seek(0)
+        raw = fh
+        if kind == "gzip":
+            raw = gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[assignment]
+        decoder = codecs.getincrementaldecoder(kind)("replace") if kind.startswith("utf-16") else None
+        if start and kind == "text":
+            fh.seek(start)
+        offset = start if kind == "text" else 0
+        carry = b""
+        skipping = False  # inside an over-long line, dropping bytes until its newline
+        while True:
+            try:
+                block = raw.read(chunk)
+            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                raise SourceError(f"{path}: read error ({getattr(exc, 'strerror', None) or exc})") from None
+            if decoder is not None:
+                block = decoder.decode(block, final=not block).encode("utf-8", "replace")
+                if block.startswith(b"\xef\xbb\xbf") and offset == 0 and not carry:
+                    block = block[3:]
+            if not block:
+                break
+            if skipping:
+                nl = block.find(b"\n")
+                if nl < 0:
+                    offset += len(block)
+                    continue
+                block = block[nl + 1 :]
+                offset += nl + 1
+                skipping = False
+            data = carry + block if carry else block
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                if len(data) > MAX_LINE:
+                    yield offset, data[:MAX_LINE] + b"\n"
+                    offset += len(data)
+                    carry = b""
+                    skipping = True
+                else:
+                    carry = data
+                continue
+            out, carry = data[:cut], data[cut:]
+            if len(carry) > MAX_LINE:
+                yield offset, out
+                offset += len(out)
+                yield offset, carry[:MAX_LINE] + b"\n"
+                offset += len(carry)
+                carry = b""
+                skipping = True
+                continue
+            # Cut over-long lines inside the chunk.
+            if len(out) > MAX_LINE and _has_long_line(out):
+                out = _cut_long_lines(out)
+            yield offset, out
+            offset += cut
+        if carry:
+            yield offset, carry + b"\n"
+
+
+def _has_long_line(data: bytes) -> bool:
+    """True when some window of MAX_LINE bytes holds no newline (a line longer than
+    2 x MAX_LINE surely exists; shorter over-long lines are let through: still bounded)."""
+    n = len(data)
+    for start in range(0, n - MAX_LINE, MAX_LINE):
+        if data.find(b"\n", start, start + MAX_LINE) < 0:
+            return True
+    return False
+
+
+def _cut_long_lines(data: bytes) -> bytes:
+    out = []
+    for line in data.split(b"\n")[:-1]:
+        out.append(line[:MAX_LINE])
+    return b"\n".join(out) + b"\n"

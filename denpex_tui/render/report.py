@@ -1,0 +1,158 @@
+"""Human-readable output of ``scan`` and ``explain`` (Rich).
+
+Log text is already safe (no control characters); it is still only ever put into Rich
+``Text`` objects, never into markup strings, so ``[bold]`` in a log line stays text.
+Colour only on a terminal; ``NO_COLOR`` is honoured by Rich.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TextIO
+
+from rich.console import Console
+from rich.text import Text
+
+from denpex_tui.core.catalog import Catalog
+from denpex_tui.core.fixes import fix_panel
+from denpex_tui.core.model import Finding, Incident, iso
+from denpex_tui.core.scan import ScanResult
+from denpex_tui.core.triage import rank_ranges
+
+__all__ = ["make_console", "print_scan", "print_finding_block"]
+
+ROLE_STYLE = {"initiating": "bold red", "collateral": "yellow", "context": "cyan"}
+CONF_STYLE = {"high": "bold green", "medium": "yellow", "low": "red"}
+
+
+def make_console(file: TextIO | None = None) -> Console:
+    return Console(file=file, highlight=False, soft_wrap=True, emoji=False, markup=False)
+
+
+def _rel(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _when(f: Finding) -> str:
+    if f.time is None:
+        return "time unknown"
+    s = iso(f.time) or ""
+    return s + (" (approx.)" if f.time_approx else "")
+
+
+def print_finding_block(con: Console, f: Finding, label: str) -> None:
+    head = Text("  ")
+    head.append(f"{label:<11}", style=ROLE_STYLE.get(f.role, ""))
+    head.append(f" rank {f.rank if f.rank is not None else '?'}")
+    if f.node:
+        head.append(f"  node {f.node}")
+    head.append(f"  {_when(f)}")
+    con.print(head)
+    loc = Text(f"      {_rel(f.path)}:{f.line}", style="dim")
+    if f.text_line != f.line:
+        loc.append(f" (error at line {f.text_line})", style="dim")
+    con.print(loc)
+    con.print(Text("      " + f.text, style="bold"))
+    if f.origin_frame:
+        con.print(Text("      raised at " + f.origin_frame, style="dim"))
+
+
+def _fold(findings: list[Finding]) -> list[tuple[str, str, str, int, list[int | None]]]:
+    """Fold identical findings on many ranks into one row with rank ranges."""
+    groups: dict[tuple[str, str, int], list[Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.signature, f.role, f.attempt), []).append(f)
+    rows = []
+    for (sig, role, attempt), fs in groups.items():
+        rows.append((sig, role, fs[0].title, sum(f.count for f in fs), [f.rank for f in fs]))
+    return rows
+
+
+def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Catalog) -> None:
+    head = Text(f"Attempt {inc.attempt}: ", style="bold")
+    head.append(inc.summary, style="bold")
+    head.append("   confidence: ")
+    head.append(inc.confidence, style=CONF_STYLE.get(inc.confidence, ""))
+    con.print(head)
+    if inc.initiating:
+        print_finding_block(con, inc.initiating, "initiating")
+    for s in inc.same_cause:
+        print_finding_block(con, s, "same cause")
+    if inc.collateral:
+        by_sig: dict[str, list[Finding]] = {}
+        for c in inc.collateral:
+            by_sig.setdefault(c.signature, []).append(c)
+        for sig, fs in by_sig.items():
+            t = Text("  ")
+            t.append(f"{'collateral':<11}", style=ROLE_STYLE["collateral"])
+            t.append(f" ranks {rank_ranges([f.rank for f in fs]) or '?'}  {sig}  ({fs[0].title})")
+            con.print(t)
+    if inc.first_warning:
+        w = inc.first_warning
+        t = Text("  first warning ", style="yellow")
+        t.append(f"rank {w.get('rank')} {w.get('time') or ''} {_rel(w['path'])}:{w.get('line') or '?'}")
+        con.print(t)
+        con.print(Text("      " + w["text"]))
+    if inc.evidence:
+        con.print(Text("  evidence:", style="bold"))
+        for e in inc.evidence:
+            con.print(Text("    - " + e))
+    if inc.initiating:
+        panel = fix_panel(inc.initiating, catalog, result.job)
+        if panel.signature is not None:
+            con.print(Text("  cause:", style="bold"))
+            con.print(Text("    " + " ".join(panel.cause.split())))
+            if panel.affected is True:
+                con.print(Text("    the DeepSpeed/NCCL version in these logs is in the affected range", style="red"))
+            if panel.fix:
+                con.print(Text("  fix:", style="bold"))
+                for i, step in enumerate(panel.fix, 1):
+                    con.print(Text(f"    {i}. {step}"))
+            if panel.commands:
+                con.print(Text("  verify (run these yourself; Denpex never runs them):", style="bold"))
+                for c in panel.commands:
+                    t = Text("    # " + c.title, style="dim")
+                    if not c.builtin:
+                        t.append(f"  [user pack: {c.pack}]", style="magenta")
+                    if not c.complete:
+                        t.append("  (fill in " + ", ".join(f"<{m}>" for m in c.missing + c.refused) + ")", style="yellow")
+                    con.print(t)
+                    con.print(Text("    $ " + c.text, style="green"))
+    con.print()
+
+
+def print_scan(result: ScanResult, con: Console, *, verbose: bool = False) -> None:
+    srcs = result.job.sources()
+    ranks = sorted({r for s in srcs for r in s.ranks})
+    nodes = sorted({s.node for s in srcs if s.node})
+    lines = sum(s.lines for s in srcs)
+    head = Text("denpex scan: ", style="bold")
+    head.append(
+        f"{len(srcs)} sources, {len(ranks)} ranks"
+        + (f" ({rank_ranges(ranks)})" if ranks else "")
+        + (f", {len(nodes)} nodes" if len(nodes) > 1 else "")
+        + f", {lines:,} lines in {result.elapsed_s:.2f} s"
+    )
+    con.print(head)
+    versions = result.job.versions()
+    if versions:
+        con.print(Text("versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())), style="dim"))
+    con.print()
+    if not result.incidents:
+        con.print(Text("No failure found: no rank logged a known failure signature or an uncaught exception.", style="green"))
+    for inc in result.incidents:
+        print_incident(con, inc, result, result.catalog)
+    shown = [f for f in result.findings if verbose or f.severity == "error"]
+    if shown:
+        con.print(Text(f"Findings ({len(shown)}, repeats folded):", style="bold"))
+        for sig, role, title, count, ranks_ in _fold(shown):
+            t = Text("  ")
+            t.append(f"{role:<11}", style=ROLE_STYLE.get(role, ""))
+            t.append(f" {sig:<34} ranks {rank_ranges(ranks_) or '?':<10} x{count:<5} {title}")
+            con.print(t)
+    for w in result.warnings:
+        con.print(Text("warning: " + w, style="yellow"), highlight=False)
