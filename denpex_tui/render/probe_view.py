@@ -68,7 +68,7 @@ def human_count(n: int | None) -> str:
         return "?"
     if n < 10_000:
         return str(n)
-    if n < 10_000_000:
+    if n < 1_000_000:
         return f"{n / 1000:.1f} k"
     return f"{n / 1e6:.1f} M"
 
@@ -146,26 +146,32 @@ def _proc_lines(p: ProcessReading) -> list[Line]:
     return out
 
 
-def _path_lines(r: PathReading) -> list[Line]:
+def _fs_key(r: PathReading):
+    if r.error or r.mount is None:
+        return ("path", r.path)
+    return ("fs", r.mount, r.source, r.fstype)
+
+
+def _path_group_lines(group: list[PathReading]) -> list[Line]:
+    """One filesystem: its gauges once, then every watched path on it."""
     out: list[Line] = []
-    head: Line = [("  " + safe(r.path, 160), "key")]
-    if r.why:
-        head.append(("  (" + safe("; ".join(r.why), 160) + ")", "dim"))
-    out.append(head)
-    where: Line = [("    ", "")]
-    if r.mount:
-        where.append((f"on {safe(r.mount, 120)}  {safe(r.fstype or '?')}", ""))
-    if r.fs_class in ("network", "parallel", "fuse"):
-        where.append((f"  {FS_CLASS_TEXT[r.fs_class]}", "warn"))
-    if r.readonly:
-        where.append(("  read-only", "warn"))
-    if r.exists is False:
-        where.append((f"  (does not exist here; measured {safe(r.measured_path or '?', 120)})",
-                      "dim"))
-    out.append(where)
-    if r.error:
-        out.append([("    not measured: ", "warn"), (safe(r.error), "bad")])
+    r = group[0]
+    if r.error or r.mount is None:
+        head: Line = [("  " + safe(r.path, 160), "key")]
+        if r.why:
+            head.append(("  (" + safe("; ".join(r.why), 160) + ")", "dim"))
+        out.append(head)
+        if r.mount:
+            out.append([(f"    on {safe(r.mount, 120)}  {safe(r.fstype or '?')}", "")])
+        out.append([("    not measured: ", "warn"), (safe(r.error or "no mount"), "bad")])
         return out
+    fs: Line = [(f"  {safe(r.mount, 120)}", "key"), (f"  {safe(r.fstype or '?')}", ""),
+                (f"  {safe(r.source or '', 80)}", "dim")]
+    if r.fs_class in ("network", "parallel", "fuse"):
+        fs.append((f"  {FS_CLASS_TEXT[r.fs_class]}", "warn"))
+    if r.readonly:
+        fs.append(("  read-only", "warn"))
+    out.append(fs)
     used = None if r.bytes_free_pct is None else 100 - r.bytes_free_pct
     g, st = gauge(used)
     out.append([("    bytes  ", ""), (g, st), (f" {_pct(used)} used", st),
@@ -180,13 +186,18 @@ def _path_lines(r: PathReading) -> list[Line]:
         out.append([("    inodes ", ""), (g, st), (f" {_pct(iu)} used", st),
                     (f"  free {human_count(r.inodes_free)} of {human_count(r.inodes_total)}",
                      "")])
-    extra = []
-    if r.open_fds:
-        extra.append(f"{r.open_fds} fds of watched processes open here")
     if r.deleted_open_bytes:
-        extra.append(f"{human_bytes(r.deleted_open_bytes)} held by deleted-but-open files")
-    if extra:
-        out.append([("    " + "; ".join(extra), "warn" if r.deleted_open_bytes else "dim")])
+        out.append([(f"    {human_bytes(r.deleted_open_bytes)} held here by deleted-but-open "
+                     "files of the watched processes", "bad")])
+    for p in group:
+        line: Line = [("    - " + safe(p.path, 160), "")]
+        if p.why:
+            line.append(("  " + safe("; ".join(p.why), 160), "dim"))
+        if p.exists is False:
+            line.append(("  (does not exist here)", "warn"))
+        if p.open_fds:
+            line.append((f"  {p.open_fds} fds open", "dim"))
+        out.append(line)
     return out
 
 
@@ -230,8 +241,11 @@ def build_lines(snapshot: Snapshot, *, trends=None, differentials: Iterable = ()
     lines.append([("Paths", "title")])
     if not snapshot.paths:
         lines.append([("  no paths watched (use --path or --logs)", "dim")])
+    groups: dict = {}
     for r in snapshot.paths:
-        lines.extend(_path_lines(r))
+        groups.setdefault(_fs_key(r), []).append(r)
+    for g in groups.values():
+        lines.extend(_path_group_lines(g))
     if trends is not None:
         etas = trends.eta_lines()
         lines.append([])

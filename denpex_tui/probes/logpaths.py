@@ -1,0 +1,535 @@
+"""Find the paths worth watching in training logs.
+
+``paths_from_logs(paths)`` streams log files (or every file under a directory), in bounded
+memory, chunk by chunk with a literal prefilter, skipping binary files, and extracts:
+
+* checkpoint save paths: DeepSpeed ``Saving model checkpoint: X`` / ``[Torch] Saving X...`` /
+  ``zero checkpoint saved X``, HF ``Saving model checkpoint to X``, Megatron ``saving checkpoint
+  at iteration N to X``, accelerate ``Saving current state to X``, Lightning ``saving model to 'X'``;
+* paths named by errors: ``[Errno 28|24|122|30|5] ...: 'X'``, ``deepspeed_aio: open for write
+  failed on X error = N``, short swap files, GDS ``filename = X``, torch shared memory
+  ``</torch_...>`` (that is /dev/shm);
+* DeepSpeed NVMe offload: ``nvme_path`` from the config echo (``nvme_path=PosixPath('X')``,
+  ``'nvme_path': 'X'``), ``swap_folder ....... X``, ``Copying NVMe offload files from X to Y``;
+* the torchelastic log dir: ``log directory set to: X``, ``error_file: X``.
+
+Each becomes a directory to watch (the save dir rather than the per-step tag dir that rotation
+deletes; the nearest existing ancestor when it does not exist here), deduplicated. Relative paths
+are resolved against the log file's directory and its parents (torchrun's ``--log-dir`` files are
+``<cwd>/<log_dir>/<run>/attempt_N/<rank>/stdout.log``), then the current directory.
+
+Nothing here opens a watched path for writing; logs are only read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+CHUNK = 1 << 20
+MAX_LINE = 64 * 1024
+MAX_FILES = 5000
+SNIFF = 8192
+SHM = "/dev/shm"
+
+
+@dataclass(frozen=True)
+class WatchPath:
+    path: str  # absolute directory to watch (nearest existing ancestor when it does not exist)
+    why: str
+    source_line: str  # the log line (control characters escaped, truncated)
+    raw: str = ""  # the path as the log wrote it
+    log: str = ""
+    line_no: int = 0
+    exists: bool = True  # False: the directory named in the log does not exist on this machine
+    wanted: str = ""  # the directory the log names (absolute), before falling back to an ancestor
+
+
+@dataclass(frozen=True)
+class LogError:
+    """An ENOSPC/EMFILE-family error line with the path it names (for the differential)."""
+
+    errno: int | None
+    signature_id: str  # os.enospc, os.emfile, os.edquot, os.shm-enospc, deepspeed.aio-file-error
+    path: str | None  # absolute path as named (may not exist here), "</torch_...>" kept raw
+    source_line: str
+    log: str
+    line_no: int
+
+
+@dataclass(frozen=True)
+class SaveEvent:
+    rank: int | None  # global rank; None with local_rank None = every rank
+    local_rank: int | None
+    source_line: str
+    log: str
+    line_no: int
+
+
+@dataclass
+class LogScan:
+    watch: list[WatchPath] = field(default_factory=list)
+    errors: list[LogError] = field(default_factory=list)
+    saves: list[SaveEvent] = field(default_factory=list)
+    files_read: int = 0
+    files_skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
+    bytes_read: int = 0
+
+
+# --- rules ----------------------------------------------------------------------------------
+
+_PREFILTER = re.compile(
+    rb"Saving model checkpoint|\[Torch\] Saving|checkpoint saved|saving checkpoint at|"
+    rb"Saving current state to|saving model to|\[Errno \d+\]|deepspeed_aio|tensor\.swp|"
+    rb"filename = |unable to |nvme_path|swap_folder|Copying NVMe|log directory set to|"
+    rb"error_file:|Saving checkpoint|is about to be saved"
+)
+
+_Q = r"(?:'(?P<q1>[^']*)'|\"(?P<q2>[^\"]*)\")"
+_ERRNO_NAMES = {28: "ENOSPC", 24: "EMFILE", 23: "ENFILE", 122: "EDQUOT", 30: "EROFS", 5: "EIO"}
+_ERRNO_SIG = {28: "os.enospc", 24: "os.emfile", 23: "os.enfile", 122: "os.edquot",
+              30: "os.erofs", 5: "os.eio"}
+
+# (kind, regex, transform, why). transform: "file->savedir" (tag dir's parent), "dir->savedir"
+# (parent when the last component looks like a step/tag dir), "file->dir", "dir", "errfile"
+_RULES: list[tuple[str, re.Pattern, str, str]] = [
+    ("save", re.compile(r"Saving model checkpoint: (?P<p>\S+)"), "file->savedir",
+     "checkpoint save dir (DeepSpeed)"),
+    ("save", re.compile(r"\[Torch\] Saving (?P<p>\S+?)\.\.\.\s*$"), "file->savedir",
+     "checkpoint save dir (DeepSpeed)"),
+    ("save", re.compile(r"\bcheckpoint saved (?P<p>/\S+|\.{0,2}/?\S+\.pt)\s*$"), "file->savedir",
+     "checkpoint save dir (DeepSpeed)"),
+    ("save", re.compile(r"Saving model checkpoint to (?P<p>\S.*?)\s*$"), "dir->savedir",
+     "checkpoint save dir (HF Trainer)"),
+    ("save", re.compile(r"saving checkpoint at iteration\s+\d+ to (?P<p>\S+)"), "dir",
+     "checkpoint save dir (Megatron)"),
+    ("save", re.compile(r"Saving current state to (?P<p>\S.*?)\s*$"), "dir->savedir",
+     "checkpoint save dir (accelerate)"),
+    ("save", re.compile(r"saving model to " + _Q), "file->dir",
+     "checkpoint save dir (Lightning)"),
+    ("nvme", re.compile(r"nvme_path=PosixPath\(" + _Q + r"\)"), "dir", "DeepSpeed nvme_path"),
+    ("nvme", re.compile(r"""['"]nvme_path['"]\s*:\s*""" + _Q), "dir", "DeepSpeed nvme_path"),
+    ("nvme", re.compile(r"\bnvme_path=" + _Q), "dir", "DeepSpeed nvme_path"),
+    ("nvme", re.compile(r"\bswap_folder \.{2,} (?P<p>\S+)"), "dir", "DeepSpeed swap folder"),
+    ("nvme", re.compile(r"Copying NVMe offload files from (?P<p>\S+) to (?P<p2>\S+?),"), "dir",
+     "DeepSpeed NVMe offload copy"),
+    ("elastic", re.compile(r"log directory set to: (?P<p>\S+)"), "dir", "torchelastic log dir"),
+    ("elastic", re.compile(r"\berror_file:\s+(?P<p>[^\s<]\S*)"), "errfile",
+     "torchelastic log dir"),
+]
+
+_OSERROR = re.compile(r"\[Errno (?P<e>\d+)\] [^\[\]:]*?: " + _Q + r"(?: -> " + r"(?:'(?P<r1>[^']*)'|\"(?P<r2>[^\"]*)\"))?")
+_AIO = re.compile(r"deepspeed_aio:\s+(?:open for write|open for read|fstat for read)\s+failed on "
+                  r"(?P<p>\S+) error = (?P<e>\d+)")
+_SWP = re.compile(r"(?P<p>\S+\.tensor\.swp): (?:file_offset|buffer nbytes)")
+_GDS = re.compile(r"(?:read|write) failed with .* filename = (?P<p>\S+) num bytes")
+_SHM = re.compile(r"unable to (?:write to file|allocate shared memory\(shm\) for file|open shared "
+                  r"memory object) (?P<p><[^>]*>)")
+_SAVE_EVENT = re.compile(
+    r"Saving model checkpoint|\[Torch\] Checkpoint \S+ is about to be saved|"
+    r"saving checkpoint at iteration|Saving current state to|saving model to|"
+    r"\bSaving checkpoint\b"
+)
+_RANK_G = re.compile(r"\[rank(\d+)(?:/\d+)?\]")
+_RANK_DIST = re.compile(r"\[Rank (-?\d+)\]")
+_RANK_L = re.compile(r"^\s*(?:\S+: )?\[[A-Za-z_]*?(\d+)\]:")
+_STEP_DIR = re.compile(r"^(?:checkpoint[-_]\d+|global_step\d+|iter_\d+|step[-_]?\d+|epoch[-_=]?\d+.*)$")
+_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _clean(line: str, limit: int = 500) -> str:
+    s = _CTRL.sub(lambda m: "\\x%02x" % ord(m.group()), line.rstrip("\r\n"))
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _grp(m: re.Match, *names: str) -> str | None:
+    for n in names:
+        try:
+            v = m.group(n)
+        except IndexError:
+            continue
+        if v is not None:
+            return v
+    return None
+
+
+def _looks_like_file(p: str) -> bool:
+    return "." in os.path.basename(p.rstrip("/"))
+
+
+# --- reading --------------------------------------------------------------------------------
+
+
+def _iter_files(paths: Iterable[str], scan: LogScan) -> Iterator[str]:
+    n = 0
+    for p in paths:
+        if os.path.isdir(p):
+            for root, dirs, files in os.walk(p, followlinks=False):
+                dirs.sort()
+                for f in sorted(files):
+                    n += 1
+                    if n > MAX_FILES:
+                        scan.files_skipped.append((os.path.join(root, f), "too many files"))
+                        return
+                    yield os.path.join(root, f)
+        else:
+            n += 1
+            yield p
+
+
+def iter_candidate_lines(fn: str, scan: LogScan | None = None,
+                         start: int = 0, limit: int | None = None
+                         ) -> Iterator[tuple[int, str]]:
+    """(line_no, text) of the lines that pass the literal prefilter, in bounded memory. Line
+    numbers are 1-based from ``start`` (0 = file start). Binary files yield nothing."""
+    try:
+        f = open(fn, "rb")
+    except OSError as e:
+        if scan is not None:
+            scan.files_skipped.append((fn, e.strerror or str(e)))
+        return
+    with f:
+        if start:
+            f.seek(start)
+        head = f.read(SNIFF)
+        if start == 0 and b"\0" in head:
+            if scan is not None:
+                scan.files_skipped.append((fn, "binary"))
+            return
+        if scan is not None:
+            scan.files_read += 1
+        carry = b""
+        line_no = 0  # lines completed before `carry`
+        skipping = False  # inside an over-long line: drop until its newline
+        total = 0
+        buf = head
+        while True:
+            if not buf:
+                break
+            total += len(buf)
+            if scan is not None:
+                scan.bytes_read += len(buf)
+            data = carry + buf
+            last_nl = data.rfind(b"\n")
+            if last_nl < 0:
+                carry = data
+                if len(carry) > MAX_LINE:
+                    carry = carry[:MAX_LINE]
+                    skipping = True
+            else:
+                complete = data[: last_nl + 1]
+                carry = data[last_nl + 1 :]
+                if skipping:
+                    # the first line of `complete` is the tail of an over-long line
+                    first_nl = complete.find(b"\n")
+                    yield from _emit(complete[: first_nl + 1][:MAX_LINE], line_no)
+                    line_no += 1
+                    complete = complete[first_nl + 1 :]
+                    skipping = False
+                yield from _emit(complete, line_no)
+                line_no += complete.count(b"\n")
+                if len(carry) > MAX_LINE:
+                    carry = carry[:MAX_LINE]
+                    skipping = True
+            if limit is not None and total >= limit:
+                break
+            buf = f.read(CHUNK)
+        if carry:
+            yield from _emit(carry + b"\n", line_no)
+
+
+def _emit(block: bytes, base_line: int) -> Iterator[tuple[int, str]]:
+    if not _PREFILTER.search(block):
+        return
+    last_end = -1
+    for m in _PREFILTER.finditer(block):
+        s = block.rfind(b"\n", 0, m.start()) + 1
+        if s <= last_end:
+            continue  # same line as the previous hit
+        e = block.find(b"\n", m.end())
+        e = len(block) if e < 0 else e
+        last_end = e
+        no = base_line + block.count(b"\n", 0, s) + 1
+        yield no, block[s:e].decode("utf-8", "replace")
+
+
+# --- resolution -----------------------------------------------------------------------------
+
+
+_ELASTIC_LAYOUT = re.compile(r"^(?P<logdir>.*)/[^/]+/attempt_\d+/\d+/[^/]+$")
+
+
+def _bases(log: str) -> list[str]:
+    """Directories a relative path in ``log`` may be relative to, most likely first."""
+    alog = os.path.abspath(log)
+    d = os.path.dirname(alog)
+    out = []
+    m = _ELASTIC_LAYOUT.match(alog)
+    if m:
+        # <cwd>/<log_dir>/<run_id>_xxx/attempt_N/<local_rank>/stdout.log: with the usual
+        # relative --log-dir, the worker's cwd is the log dir's parent
+        out.append(os.path.dirname(m.group("logdir")))
+    for _ in range(6):
+        if d not in out:
+            out.append(d)
+        nd = os.path.dirname(d)
+        if nd == d:
+            break
+        d = nd
+    cwd = os.getcwd()
+    if cwd not in out:
+        out.append(cwd)
+    return out
+
+
+def _existing_ancestor(p: str) -> str:
+    q = p
+    while not os.path.isdir(q):
+        nq = os.path.dirname(q)
+        if nq == q:
+            return q
+        q = nq
+    return q
+
+
+def _resolve_dir(d: str, log: str) -> tuple[str, bool, str]:
+    """(directory to watch, exists, wanted absolute dir)."""
+    d = os.path.expanduser(d)
+    if os.path.isabs(d):
+        want = os.path.normpath(d)
+        if os.path.isdir(want):
+            return want, True, want
+        return _existing_ancestor(want), False, want
+    bases = _bases(log)
+    for b in bases:
+        cand = os.path.normpath(os.path.join(b, d))
+        if os.path.isdir(cand):
+            return cand, True, cand
+    # not here in full: prefer the base where its first component exists
+    first = os.path.normpath(d).split(os.sep, 1)[0]
+    base = bases[0]
+    if first not in (".", ".."):
+        for b in bases:
+            if os.path.exists(os.path.join(b, first)):
+                base = b
+                break
+    want = os.path.normpath(os.path.join(base, d))
+    return _existing_ancestor(want), False, want
+
+
+def _transform(raw: str, how: str) -> str | None:
+    p = raw.strip().rstrip(",;")
+    if not p or p in ("None", "<N/A>"):
+        return None
+    if how == "file->savedir":
+        tag = os.path.dirname(p)
+        return os.path.dirname(tag) or tag or "."
+    if how == "dir->savedir":
+        p = p.rstrip("/")
+        if _STEP_DIR.match(os.path.basename(p)):
+            return os.path.dirname(p) or "."
+        return p
+    if how == "file->dir":
+        return os.path.dirname(p) or "."
+    if how == "errfile":
+        m = re.match(r"^(.*)/attempt_\d+/\d+/error\.json$", p)
+        if m:
+            return m.group(1) or "."
+        return os.path.dirname(p) or "."
+    if how == "oserror":
+        if _looks_like_file(p):
+            return os.path.dirname(p) or "."
+        return p
+    return p
+
+
+def _rank_of(line: str) -> tuple[int | None, int | None]:
+    m = _RANK_G.search(line)
+    if m:
+        return int(m.group(1)), None
+    if _RANK_DIST.search(line):
+        return None, None  # log_dist on rank 0 announces a save every rank makes
+    m = _RANK_L.match(line)
+    if m:
+        return None, int(m.group(1))
+    return None, None
+
+
+def scan_line(text: str, log: str, line_no: int, out: LogScan, *, want_saves: bool = True
+              ) -> None:
+    """Apply every rule to one line; append what it names to ``out``."""
+    src = None
+    found: list[tuple[str, str, int | None]] = []  # (dir (raw, transformed), why, errno)
+
+    for _kind, rx, how, why in _RULES:
+        m = rx.search(text)
+        if not m:
+            continue
+        for grp in (("p", "q1", "q2"), ("p2",)):
+            raw = _grp(m, *grp)
+            if raw is None:
+                continue
+            d = _transform(raw, how)
+            if d is not None:
+                found.append((d, raw, why, None))
+
+    m = _OSERROR.search(text)
+    if m:
+        e = int(m.group("e"))
+        raw = _grp(m, "q1", "q2")
+        if raw:
+            name = _ERRNO_NAMES.get(e, f"errno {e}")
+            d = _transform(raw, "oserror")
+            if d is not None:
+                found.append((d, raw, f"{name} (errno {e}) in the log", e))
+            src = src or _clean(text)
+            out.errors.append(LogError(e, _ERRNO_SIG.get(e, "os.enospc"), _abs_named(raw, log),
+                                       src, log, line_no))
+    m = _AIO.search(text)
+    if m:
+        e = int(m.group("e"))
+        raw = m.group("p")
+        found.append((os.path.dirname(raw) or ".", raw,
+                      f"DeepSpeed aio {_ERRNO_NAMES.get(e, f'errno {e}')} (errno {e})", e))
+        nv = raw.split("/zero_stage_3/", 1)
+        if len(nv) == 2 and nv[0]:
+            found.append((nv[0], raw, "DeepSpeed nvme_path", None))
+        out.errors.append(LogError(e, "deepspeed.aio-file-error", _abs_named(raw, log),
+                                   _clean(text), log, line_no))
+    for rx in (_SWP, _GDS):
+        m = rx.search(text)
+        if m:
+            raw = m.group("p")
+            found.append((os.path.dirname(raw) or ".", raw, "DeepSpeed swap file", None))
+    m = _SHM.search(text)
+    if m:
+        found.append((SHM, m.group("p"), "shared memory (/dev/shm) in the log", None))
+        if "(28)" in text or "No space left" in text:
+            out.errors.append(LogError(28, "os.shm-enospc", m.group("p"), _clean(text), log,
+                                       line_no))
+
+    for d, raw, why, _e in found:
+        watch, exists, want = _resolve_dir(d, log)
+        out.watch.append(WatchPath(watch, why, src or _clean(text), raw, log, line_no, exists,
+                                   want))
+    if want_saves and _SAVE_EVENT.search(text):
+        rank, lrank = _rank_of(text)
+        out.saves.append(SaveEvent(rank, lrank, _clean(text), log, line_no))
+
+
+def _abs_named(raw: str, log: str) -> str:
+    if raw.startswith("<") or os.path.isabs(raw):
+        return raw
+    d = os.path.dirname(raw)
+    base, _exists, want = _resolve_dir(d or ".", log)
+    return os.path.normpath(os.path.join(want if not _exists else base, os.path.basename(raw)))
+
+
+def _dedupe(watch: list[WatchPath]) -> list[WatchPath]:
+    by: dict[str, WatchPath] = {}
+    whys: dict[str, list[str]] = {}
+    for w in watch:
+        if w.path not in by:
+            by[w.path] = w
+            whys[w.path] = [w.why]
+        elif w.why not in whys[w.path]:
+            whys[w.path].append(w.why)
+            # prefer the entry whose named directory exists
+            if not by[w.path].exists and w.exists:
+                by[w.path] = w
+    out = []
+    for p, w in by.items():
+        out.append(WatchPath(w.path, "; ".join(whys[p]), w.source_line, w.raw, w.log, w.line_no,
+                             w.exists, w.wanted))
+    return out
+
+
+def scan_logs(paths: list[str]) -> LogScan:
+    """One pass over the logs: watch paths, ENOSPC/EMFILE error lines, checkpoint save lines."""
+    scan = LogScan()
+    raw: list[WatchPath] = []
+    for fn in _iter_files(paths, scan):
+        part = LogScan()
+        for no, text in iter_candidate_lines(fn, scan):
+            scan_line(text, fn, no, part)
+        raw.extend(part.watch)
+        scan.errors.extend(part.errors)
+        scan.saves.extend(part.saves)
+    scan.watch = _dedupe(raw)
+    return scan
+
+
+def paths_from_logs(paths: list[str]) -> list[WatchPath]:
+    """Directories to watch named in these logs (files or directories of logs), deduplicated,
+    in first-seen order."""
+    return scan_logs(paths).watch
+
+
+class LogFollower:
+    """Follows log files for new checkpoint-save lines (for TrendTracker.note_checkpoint_save)
+    while ``denpex probe --stream`` runs. Starts at the current end of each file; handles
+    truncation; reads at most ``max_bytes`` per file per poll."""
+
+    def __init__(self, paths: list[str], max_bytes: int = 8 << 20):
+        self.paths = list(paths)
+        self.max_bytes = max_bytes
+        self._off: dict[str, int] = {}
+        self._lines: dict[str, int] = {}
+        for fn in self._files():
+            try:
+                self._off[fn] = os.path.getsize(fn)
+            except OSError:
+                pass
+            self._lines[fn] = 0
+
+    def _files(self) -> list[str]:
+        scan = LogScan()
+        return list(_iter_files(self.paths, scan))
+
+    def poll(self) -> list[SaveEvent]:
+        events: list[SaveEvent] = []
+        for fn in self._files():
+            try:
+                size = os.path.getsize(fn)
+            except OSError:
+                continue
+            off = self._off.get(fn, 0)
+            if size < off:  # truncated or rotated in place
+                off = 0
+            if size == off:
+                self._off[fn] = off
+                continue
+            # read only whole lines
+            try:
+                with open(fn, "rb") as f:
+                    f.seek(off)
+                    data = f.read(min(size - off, self.max_bytes))
+            except OSError:
+                continue
+            nl = data.rfind(b"\n")
+            if nl < 0:
+                if len(data) >= self.max_bytes:
+                    self._off[fn] = off + len(data)
+                continue
+            block = data[: nl + 1]
+            self._off[fn] = off + nl + 1
+            part = LogScan()
+            for no, text in _emit(block, 0):
+                scan_line(text, fn, no, part)
+            events.extend(part.saves)
+        return events
+
+
+__all__ = [
+    "WatchPath",
+    "LogError",
+    "SaveEvent",
+    "LogScan",
+    "paths_from_logs",
+    "scan_logs",
+    "scan_line",
+    "iter_candidate_lines",
+    "LogFollower",
+]
