@@ -1,0 +1,1140 @@
+"""File sources of the live engine: what a followed file turns into.
+
+Public types
+------------
+``Chunk``        whole lines read from one source (a file or an ``--exec`` command).
+``SourceEvent``  something happened to a source: ``added``, ``rotated``, ``truncated``,
+                 ``replaced``, ``deleted``, ``error``, ``possibly-lost`` (and ``exited``
+                 for command sources).
+``FileFollower`` follows one path.  Blocking: every method that touches the filesystem
+                 is meant to run in a worker thread (the ``Tailer`` does that).
+``DirWatch``     one directory of a directory or glob source; re-lists only when the
+                 directory's mtime changes.
+``SourceSpec`` / ``expand_spec``  turn a user argument (file, directory, glob) into
+                 followers and directory watches.
+
+Everything here is synchronous and single-threaded per object: the ``Tailer`` never
+polls the same object from two threads at once.  See docs/live-engine.md.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import gzip
+import os
+import re
+import stat as stat_mod
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Chunk",
+    "SourceEvent",
+    "FileFollower",
+    "DirWatch",
+    "SourceSpec",
+    "PollResult",
+    "classify_name",
+    "expand_spec",
+    "MAX_LINE",
+    "READ_CHUNK",
+]
+
+HEAD_BYTES = 1024  # head fingerprint: first KiB of the file
+OVERLAP = 64  # bytes before our offset re-read with every read to verify continuity
+MAX_LINE = 1 << 20  # a line longer than this is emitted in pieces of this size
+READ_CHUNK = 8 << 20  # largest single read (history and catch-up)
+NUL_HOLD_S = 1.0  # NUL bytes at the end of a read are held back this long (NFS holes)
+LINGER_S = 10.0  # an old (rotated/deleted) file is still followed until quiet this long
+PARTIAL_TIMEOUT_S = 5.0  # a partial line is flushed after the file is quiet this long
+NAME_CHECK_MIN_S = 1.0  # stat by name at most this often while the file is quiet ...
+NAME_CHECK_MAX_S = 10.0  # ... and at least this often even while it grows
+RETRY_S = 30.0  # retry period for paths in error (permission denied, FIFO, ...)
+MAX_CKPTS = 16
+
+_O_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_NUL_RUN = re.compile(rb"\x00{64,}")
+
+# Indirections so tests can simulate a hung or failing mount (monkeypatch these).
+os_stat = os.stat
+os_fstat = os.fstat
+os_open = os.open
+os_pread = os.pread
+os_scandir = os.scandir
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Whole lines from one source.
+
+    ``data`` always ends with ``b"\\n"``.  ``offset`` is the byte offset of ``data[0]``
+    in the file (for ``kind == "exec"``: bytes read from the command so far).  After a
+    rotation or truncation the offset starts again at 0 (a ``SourceEvent`` says why).
+
+    ``history``      the bytes were in the file when it was first opened at start-up
+                     (the fast history scan), not appended while following.
+    ``partial_end``  the last line was not terminated in the source: Denpex added the
+                     final ``b"\\n"`` (rotation, truncation, a line longer than
+                     ``MAX_LINE``, a partial line quiet for ``PARTIAL_TIMEOUT_S``, end of
+                     a command's output).
+    ``continues``    the first line continues a line whose earlier piece was emitted
+                     with ``partial_end`` (only for lines split by the length cap or a
+                     partial-line timeout; never guessed across files).
+    ``note``         human-readable reason for the flags, or provenance (e.g. bytes
+                     recovered from ``x.log.1`` after a copytruncate).
+    ``rank``         rank given on the command line for an ``--exec N=...`` source.
+    """
+
+    source_id: str
+    path: str
+    data: bytes
+    offset: int
+    kind: str = "file"
+    history: bool = False
+    partial_end: bool = False
+    continues: bool = False
+    note: str = ""
+    rank: int | None = None
+
+    @property
+    def line_count(self) -> int:
+        return self.data.count(b"\n")
+
+
+@dataclass(slots=True)
+class SourceEvent:
+    """A change of a source's state; ``to_dict`` gives the timeline event."""
+
+    path: str
+    state: str
+    detail: str = ""
+    source_id: str = ""
+    time: float = field(default_factory=time.time)
+    kind: str = "file"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "source", "path": self.path, "state": self.state, "detail": self.detail}
+
+
+class NotRegularFile(OSError):
+    pass
+
+
+@dataclass(slots=True)
+class PollResult:
+    """What one ``poll`` produced (filled in a worker thread, read on the loop)."""
+
+    budget: int = READ_CHUNK
+    items: list = field(default_factory=list)
+    calls: int = 0  # metadata calls made (stat, fstat, open, listdir)
+    nbytes: int = 0
+    more: bool = False  # data left to read: poll again at once
+    active: bool = False  # new data was read
+    hold: bool = False  # something is held back briefly (NUL bytes): poll again soon
+    done: bool = False  # remove this pollable
+    hint: float | None = None  # do not poll again before this many seconds (errors)
+    discovered: list = field(default_factory=list)  # DirWatch: [(path, history_only, startup, explicit)]
+    new_dirs: list = field(default_factory=list)  # DirWatch: [DirWatch]
+
+
+def _kind_of(mode: int) -> str:
+    if stat_mod.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat_mod.S_ISDIR(mode):
+        return "a directory"
+    if stat_mod.S_ISCHR(mode):
+        return "a character device"
+    if stat_mod.S_ISBLK(mode):
+        return "a block device"
+    if stat_mod.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+class _Open:
+    """One open inode of a followed path and our reading state in it."""
+
+    __slots__ = (
+        "fd", "dev", "ino", "size", "mtime_ns", "nlink", "pos", "emit_off", "pending",
+        "pending_cont", "tail", "head", "ckpts", "history_end", "skip_nl", "nul_since",
+        "last_growth", "static", "wd", "note", "gz",
+    )
+
+    def __init__(self, fd: int, st: os.stat_result | None, now: float) -> None:
+        self.fd = fd
+        self.dev = st.st_dev if st else 0
+        self.ino = st.st_ino if st else 0
+        self.size = st.st_size if st else 0
+        self.mtime_ns = st.st_mtime_ns if st else 0
+        self.nlink = st.st_nlink if st else 1
+        self.pos = 0  # next byte to read
+        self.emit_off = 0  # file offset of the first byte of ``pending``
+        self.pending = b""  # partial line (no newline yet)
+        self.pending_cont = False
+        self.tail = b""  # up to OVERLAP bytes just before ``pos``
+        self.head = b""  # up to HEAD_BYTES bytes at offset 0
+        self.ckpts: list[tuple[int, bytes]] = []  # (line-boundary offset, bytes before it)
+        self.history_end = -1
+        self.skip_nl = False
+        self.nul_since: float | None = None
+        self.last_growth = now
+        self.static = False  # a copy being drained (copytruncate recovery)
+        self.wd: int | None = None
+        self.note = ""
+        self.gz: Any = None
+
+    def close(self) -> None:
+        if self.gz is not None:
+            try:
+                self.gz.close()
+            except Exception:
+                pass
+            self.gz = None
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = -1
+
+
+def _split_long(complete: bytes) -> list[tuple[bytes, bool, bool]] | None:
+    """Split lines longer than MAX_LINE in ``complete`` (which ends with a newline).
+
+    Returns None when no line is longer than MAX_LINE (the common case, checked by
+    probing windows of MAX_LINE/2 for a newline, at C speed).
+    """
+    n = len(complete)
+    if n <= MAX_LINE + 1:
+        return None
+    half = MAX_LINE // 2
+    for k in range(0, n - half + 1, half):
+        if complete.find(b"\n", k, k + half) < 0:
+            break
+    else:
+        return None
+    out: list[tuple[bytes, bool, bool]] = []
+    seg = 0
+    pos = 0
+    while pos < n:
+        nl = complete.find(b"\n", pos)
+        if nl < 0:
+            nl = n - 1
+        if nl - pos > MAX_LINE:
+            if pos > seg:
+                out.append((complete[seg:pos], False, False))
+            cont = False
+            j = pos
+            while j < nl:
+                end = min(j + MAX_LINE, nl)
+                last = end >= nl
+                piece = complete[j:end] + b"\n"
+                out.append((piece, not last, cont))
+                cont = True
+                j = end
+            seg = nl + 1
+        pos = nl + 1
+    if seg < n:
+        out.append((complete[seg:], False, False))
+    return out
+
+
+class FileFollower:
+    """Follow one path: an open fd polled with ``fstat``, the name checked with ``stat``.
+
+    ``poll(now, budget)`` does one round of I/O and returns a ``PollResult``; it is
+    blocking and runs in a worker thread.  Per round:
+
+    * ``fstat`` the open fd.  Size above our offset: read (at most ``budget`` bytes),
+      re-reading the ``OVERLAP`` bytes before the offset to check that the file was not
+      rewritten under us.  Size below: truncation (copytruncate).  Same size but a new
+      mtime: verify the bytes before the offset.
+    * While the file is quiet (or at least every ``NAME_CHECK_MAX_S``), ``stat`` the
+      name (on NFS: open+fstat+close, which refreshes the attribute cache): another
+      inode means rotation (the old file is drained first, then followed for
+      ``LINGER_S`` more in case its writer has not reopened yet); no name means deleted.
+    * A truncation, or a changed head fingerprint (truncate and regrow past our offset
+      between two polls), first tries to read the lost tail from ``<path>.1`` (the copy
+      ``logrotate copytruncate`` makes), verified by head and overlap fingerprints; if
+      that is not possible a ``possibly-lost`` event says so.
+    """
+
+    kind = "file"
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        source_id: str | None = None,
+        start: str = "begin",
+        history: bool = True,
+        startup: bool = True,
+        explicit: bool = True,
+        history_only: bool = False,
+        cto: bool = False,
+        inotify: Any = None,
+    ) -> None:
+        if start not in ("begin", "end"):
+            raise ValueError("start must be 'begin' or 'end'")
+        self.path = path
+        self.source_id = source_id or os.path.abspath(path)
+        self.start = start
+        self.history = history
+        self.startup = startup
+        self.explicit = explicit
+        self.history_only = history_only
+        self.gz = history_only and path.endswith(".gz")
+        self.cto = cto
+        self.inotify = inotify
+        self.cur: _Open | None = None
+        self.old: list[_Open] = []
+        self.state = "new"  # new, open, missing, error, done
+        self.err: str | None = None
+        self.ever_opened = False
+        self.last_name_check = 0.0
+        self.force_name_check = False
+        self.missing_since: float | None = None
+        self.lost: _Open | None = None  # identity of a file we lost to an I/O error
+        # scheduling state, owned by the Tailer
+        self.lane: Any = None
+        self.interval = 0.0
+        self.next_due = 0.0
+        self.seq = 0
+        self.inflight = False
+        self.queued = False
+        self.hung_reported = False
+
+    # -- helpers -----------------------------------------------------------
+    @property
+    def in_history(self) -> bool:
+        c = self.cur
+        return c is not None and c.history_end > c.pos
+
+    def _event(self, r: PollResult, state: str, detail: str) -> None:
+        r.items.append(SourceEvent(self.path, state, detail, self.source_id))
+
+    def _error(self, r: PollResult, detail: str) -> None:
+        if detail != self.err:
+            self.err = detail
+            self._event(r, "error", detail)
+
+    def _chunk(self, f: _Open, data: bytes, off: int, history: bool, pe: bool, cont: bool, note: str) -> Chunk:
+        return Chunk(self.source_id, self.path, data, off, "file", history, pe, cont, note)
+
+    def close(self) -> None:
+        for o in self.old:
+            self._unwatch(o)
+            o.close()
+        self.old = []
+        if self.cur is not None:
+            self._unwatch(self.cur)
+            self.cur.close()
+            self.cur = None
+
+    def _unwatch(self, f: _Open) -> None:
+        if f.wd is not None and self.inotify is not None:
+            try:
+                self.inotify.remove(f.wd)
+            except Exception:
+                pass
+            f.wd = None
+
+    # -- emission ----------------------------------------------------------
+    def _emit(self, f: _Open, data: bytes, r: PollResult, history: bool, note: str = "") -> None:
+        if f.skip_nl:
+            i = data.find(b"\n")
+            if i < 0:
+                f.emit_off += len(data)
+                return
+            f.emit_off += i + 1
+            data = data[i + 1 :]
+            f.skip_nl = False
+            if not data:
+                return
+        start = f.emit_off
+        buf = f.pending + data if f.pending else data
+        cont = f.pending_cont
+        nl = buf.rfind(b"\n")
+        if nl >= 0:
+            complete = buf[: nl + 1]
+            rest = buf[nl + 1 :]
+            pieces = _split_long(complete)
+            if pieces is None:
+                r.items.append(self._chunk(f, complete, start, history, False, cont, note))
+            else:
+                off = start
+                for i, (piece, pe, pc) in enumerate(pieces):
+                    r.items.append(
+                        self._chunk(f, piece, off, history, pe, pc or (i == 0 and cont),
+                                    note or ("line longer than 1 MiB split" if (pe or pc) else ""))
+                    )
+                    off += len(piece) - (1 if pe else 0)
+            cont = False
+            start += len(complete)
+            f.ckpts.append((start, complete[-OVERLAP:]))
+            if len(f.ckpts) > MAX_CKPTS:
+                f.ckpts = f.ckpts[:-4:2] + f.ckpts[-4:]
+        else:
+            rest = buf
+        while len(rest) > MAX_LINE:
+            piece = rest[:MAX_LINE]
+            r.items.append(self._chunk(f, piece + b"\n", start, history, True, cont, "line longer than 1 MiB split"))
+            start += MAX_LINE
+            rest = rest[MAX_LINE:]
+            cont = True
+        f.pending = rest
+        f.pending_cont = cont
+        f.emit_off = start
+
+    def _flush(self, f: _Open, r: PollResult, why: str) -> None:
+        if f.pending:
+            r.items.append(self._chunk(f, f.pending + b"\n", f.emit_off, False, True, f.pending_cont, why))
+            f.emit_off += len(f.pending)
+            f.pending = b""
+            f.pending_cont = False
+
+    # -- reading -----------------------------------------------------------
+    def _read(self, f: _Open, size: int, now: float, r: PollResult, note: str = "") -> str:
+        """Read new bytes of ``f`` up to ``size``; return ``"ok"`` or ``"mismatch"``."""
+        limit = size
+        if f.history_end > f.pos:
+            limit = min(size, f.history_end)  # a history chunk never crosses into live data
+        n = min(limit - f.pos, r.budget, READ_CHUNK)
+        if n <= 0:
+            if size > f.pos:
+                r.more = True
+            return "ok"
+        ov = min(len(f.tail), f.pos)
+        data = os_pread(f.fd, ov + n, f.pos - ov)
+        if ov and data[:ov] != f.tail[-ov:]:
+            return "mismatch"
+        new = data[ov:] if ov else data
+        if not new:
+            return "ok"  # stale size (attribute cache): nothing there yet
+        dropped = 0
+        z = new.find(b"\x00")
+        if z >= 0:
+            if f.nul_since is None:
+                f.nul_since = now
+            if now - f.nul_since < NUL_HOLD_S:
+                r.hold = True
+                new = new[:z]
+                if not new:
+                    return "ok"
+            else:
+                stripped = _NUL_RUN.sub(b"", new)
+                dropped = len(new) - len(stripped)
+                f.nul_since = None
+                if dropped:
+                    note = (note + "; " if note else "") + f"dropped {dropped} NUL bytes (sparse region or unwritten NFS pages)"
+        else:
+            f.nul_since = None
+        read_start = f.pos
+        f.pos += len(new)
+        hl = len(f.head)
+        if hl < HEAD_BYTES and read_start <= hl:
+            f.head += new[hl - read_start : HEAD_BYTES - read_start]
+        f.tail = new[-OVERLAP:] if len(new) >= OVERLAP else (f.tail + new)[-OVERLAP:]
+        f.last_growth = now
+        history = f.history_end >= f.pos
+        if dropped:
+            self._emit(f, _NUL_RUN.sub(b"", new), r, history, note)
+            if not f.pending:
+                f.emit_off += dropped
+        else:
+            self._emit(f, new, r, history, note)
+        r.nbytes += len(new)
+        r.budget -= len(new)
+        r.active = True
+        if f.pos < size:
+            r.more = True
+        return "ok"
+
+    def _verify(self, f: _Open, r: PollResult) -> Any:
+        """After a suspected rewrite: ``"ok"``, ``"head"`` or ``("inplace", offset)``."""
+        if f.tail and f.pos >= len(f.tail):
+            if os_pread(f.fd, len(f.tail), f.pos - len(f.tail)) == f.tail:
+                return "ok"
+        elif not f.tail:
+            return "ok"
+        if f.head and os_pread(f.fd, len(f.head), 0) != f.head:
+            return "head"
+        for i in range(len(f.ckpts) - 1, -1, -1):
+            off, sample = f.ckpts[i]
+            if off <= f.pos and os_pread(f.fd, len(sample), off - len(sample)) == sample:
+                return ("inplace", i)
+        return ("inplace", -1)
+
+    def _reset(self, f: _Open) -> None:
+        f.pos = 0
+        f.emit_off = 0
+        f.pending = b""
+        f.pending_cont = False
+        f.tail = b""
+        f.head = b""
+        f.ckpts = []
+        f.history_end = -1
+        f.skip_nl = False
+        f.nul_since = None
+
+    def _try_recover(self, f: _Open, now: float, r: PollResult) -> _Open | None:
+        """After copytruncate: open ``<path>.1`` if it is a copy of what we were reading."""
+        if not f.head or f.pos == 0:
+            return None
+        cand = self.path + ".1"
+        try:
+            st = os_stat(cand)
+            r.calls += 1
+            if not stat_mod.S_ISREG(st.st_mode) or st.st_size < f.pos or (st.st_dev, st.st_ino) == (f.dev, f.ino):
+                return None
+            fd = os_open(cand, _O_FLAGS)
+            r.calls += 1
+        except OSError:
+            return None
+        try:
+            ok = os_pread(fd, len(f.head), 0) == f.head
+            if ok and f.tail:
+                ok = os_pread(fd, len(f.tail), f.pos - len(f.tail)) == f.tail
+        except OSError:
+            ok = False
+        if not ok:
+            os.close(fd)
+            return None
+        o = _Open(fd, st, now)
+        o.pos, o.emit_off, o.pending, o.pending_cont = f.pos, f.emit_off, f.pending, f.pending_cont
+        o.tail, o.head, o.static = f.tail, f.head, True
+        o.note = f"recovered from {cand}"
+        f.pending = b""
+        f.pending_cont = False
+        return o
+
+    def _truncated(self, f: _Open, size: int, now: float, r: PollResult, regrown: bool) -> None:
+        old_pos = f.pos
+        rec = self._try_recover(f, now, r)
+        if rec is not None:
+            self.old.insert(0, rec)
+            self._poll_old(rec, now, r)
+        else:
+            self._flush(f, r, "partial line before truncation; newline added")
+        self._reset(f)
+        if not regrown:
+            detail = f"size {size} < offset {old_pos} (copytruncate?)"
+            state = "truncated"
+        else:
+            detail = f"truncated and regrown to {size} bytes past offset {old_pos} between two polls (head fingerprint changed)"
+            state = "truncated" if rec is not None else "possibly-lost"
+        if rec is not None:
+            detail += f"; the rest of the old content is read from {self.path}.1"
+        elif regrown:
+            detail += "; lines appended after our last read and before the truncation may be lost"
+        r.items.append(SourceEvent(self.path, state, detail + "; reading from the start", self.source_id))
+
+    def _changed(self, f: _Open, size: int, now: float, r: PollResult) -> None:
+        v = self._verify(f, r)
+        if v == "ok":
+            return
+        if v == "head":
+            self._truncated(f, size, now, r, regrown=True)
+            return
+        idx = v[1]
+        old_pos = f.pos
+        if idx >= 0:
+            off, sample = f.ckpts[idx]
+            f.ckpts = f.ckpts[: idx + 1]
+            f.tail = sample
+        else:
+            off = 0
+            f.ckpts = []
+            f.tail = b""
+        f.pos = off
+        f.emit_off = off
+        f.pending = b""
+        f.pending_cont = False
+        f.skip_nl = False
+        self._event(
+            r,
+            "replaced",
+            f"content before offset {old_pos} was rewritten in place (same head); re-reading from offset {off}"
+            + (" (lines in between may repeat)" if off < old_pos else ""),
+        )
+
+    def _poll_old(self, o: _Open, now: float, r: PollResult) -> None:
+        """Drain an old inode (rotated away, deleted, or a copytruncate copy)."""
+        retire = False
+        try:
+            if o.static:
+                size = o.size
+            else:
+                st = os_fstat(o.fd)
+                r.calls += 1
+                size = st.st_size
+            if size > o.pos:
+                if self._read(o, size, now, r, o.note) == "mismatch":
+                    retire = True
+            elif size < o.pos:
+                retire = True
+            if o.static:
+                retire = retire or o.pos >= o.size
+            elif now - o.last_growth >= LINGER_S:
+                retire = True
+        except OSError:
+            retire = True
+        if retire:
+            why = "partial line of the old file; newline added"
+            self._flush(o, r, why)
+            self._unwatch(o)
+            o.close()
+            if o in self.old:
+                self.old.remove(o)
+
+    def _open(self, now: float, r: PollResult) -> _Open:
+        st = os_stat(self.path)
+        r.calls += 1
+        if not stat_mod.S_ISREG(st.st_mode):
+            raise NotRegularFile(errno.EINVAL, _kind_of(st.st_mode))
+        fd = os_open(self.path, _O_FLAGS)
+        r.calls += 1
+        try:
+            st2 = os_fstat(fd)
+            r.calls += 1
+            if not stat_mod.S_ISREG(st2.st_mode):
+                raise NotRegularFile(errno.EINVAL, _kind_of(st2.st_mode))
+            o = _Open(fd, st2, now)
+            if st2.st_size:
+                o.head = os_pread(fd, min(HEAD_BYTES, st2.st_size), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        if self.inotify is not None:
+            try:
+                from ._fsinfo import FILE_MASK
+
+                o.wd = self.inotify.add(self.path, FILE_MASK, self)
+            except Exception:
+                o.wd = None
+        return o
+
+    def _open_name(self, now: float, r: PollResult) -> None:
+        try:
+            o = self._open(now, r)
+        except FileNotFoundError:
+            if self.state == "new" and not self.explicit:
+                self.state = "done"
+                r.done = True
+            elif self.state == "new":
+                self.state = "missing"
+                self._error(r, "not found; waiting for it to appear")
+            elif self.state in ("missing",) and not self.explicit and self.missing_since is not None and now - self.missing_since >= LINGER_S and not self.old:
+                self.state = "done"
+                r.done = True
+            return
+        except NotRegularFile as e:
+            self.state = "error"
+            self._error(r, f"{e.strerror}: not followed")
+            r.hint = RETRY_S
+            return
+        except PermissionError:
+            self.state = "error"
+            self._error(r, "permission denied")
+            r.hint = RETRY_S
+            return
+        except OSError as e:
+            self.state = "error"
+            self._error(r, f"open: {e.strerror or e}")
+            r.hint = RETRY_S
+            return
+        detail = f"{o.size} bytes"
+        lost = self.lost
+        self.lost = None
+        if lost is not None and (lost.dev, lost.ino) == (o.dev, o.ino) and o.size >= lost.pos:
+            o.pos, o.emit_off, o.pending, o.pending_cont = lost.pos, lost.emit_off, lost.pending, lost.pending_cont
+            o.tail, o.ckpts = lost.tail, lost.ckpts
+            detail = f"reopened after an error; continuing at offset {o.pos}"
+        elif lost is not None:
+            detail = "reopened after an error: a different file; reading from the start"
+        elif not self.ever_opened and self.startup:
+            if self.history_only:
+                o.history_end = o.size
+                detail += ", history only (rotated file)"
+            elif self.start == "end":
+                o.pos = o.emit_off = o.size
+                if o.size:
+                    t = os_pread(o.fd, min(OVERLAP, o.size), o.size - min(OVERLAP, o.size))
+                    o.tail = t
+                    o.skip_nl = not t.endswith(b"\n")
+                detail += ", following from the end"
+            elif self.history:
+                o.history_end = o.size
+        elif self.ever_opened:
+            detail = "recreated; " + detail
+        if self.gz:
+            o.history_end = 1 << 62
+        self.ever_opened = True
+        self.cur = o
+        self.state = "open"
+        self.err = None
+        self.missing_since = None
+        self.last_name_check = now
+        self._event(r, "added", detail)
+
+    def _io_error(self, e: OSError, now: float, r: PollResult, what: str) -> None:
+        f = self.cur
+        if f is not None:
+            self._flush(f, r, "partial line before a read error; newline added")
+            self._unwatch(f)
+            f.close()
+            self.lost = f
+            self.cur = None
+        self.state = "error"
+        self.err = None
+        self._error(r, f"{what}: {e.strerror or e}; reopening by name")
+        r.hint = 1.0
+
+    # -- the poll ----------------------------------------------------------
+    def poll(self, now: float, budget: int = READ_CHUNK) -> PollResult:
+        r = PollResult(budget=budget)
+        if self.state == "done":
+            r.done = True
+            return r
+        try:
+            if self.gz:
+                self._poll_gz(now, r)
+            else:
+                self._poll(now, r)
+        except OSError as e:
+            self._io_error(e, now, r, "read")
+        return r
+
+    def _poll(self, now: float, r: PollResult) -> None:
+        if self.cur is None:
+            self._open_name(now, r)
+            if self.cur is None:
+                if self.old:
+                    for o in list(self.old):
+                        self._poll_old(o, now, r)
+                if r.done:
+                    self.close()
+                return
+        for o in list(self.old):
+            self._poll_old(o, now, r)
+            if o.static and o in self.old:
+                r.more = True
+                return  # finish the recovered copy before reading the new content
+        f = self.cur
+        try:
+            st = os_fstat(f.fd)
+        except OSError as e:
+            self._io_error(e, now, r, "fstat")
+            return
+        r.calls += 1
+        f.nlink = st.st_nlink
+        size = st.st_size
+        grew = False
+        if size < f.pos:
+            self._truncated(f, size, now, r, regrown=False)
+            if any(o.static for o in self.old):
+                f.size, f.mtime_ns = size, st.st_mtime_ns
+                r.more = True
+                return
+        elif size == f.pos and st.st_mtime_ns != f.mtime_ns and f.pos > 0:
+            self._changed(f, size, now, r)
+        if size > f.pos:
+            before = f.pos
+            if self._read(f, size, now, r) == "mismatch":
+                self._changed(f, size, now, r)
+                if any(o.static for o in self.old):
+                    f.size, f.mtime_ns = size, st.st_mtime_ns
+                    r.more = True
+                    return
+                self._read(f, size, now, r)
+            grew = f.pos > before
+        f.size, f.mtime_ns = size, st.st_mtime_ns
+        if self.history_only and f.pos >= f.history_end:
+            self._flush(f, r, "end of a rotated file without a final newline; newline added")
+            self.close()
+            self.state = "done"
+            r.done = True
+            return
+        if f.pending and not grew and now - f.last_growth >= PARTIAL_TIMEOUT_S and not r.hold:
+            self._flush(f, r, f"partial line quiet for {PARTIAL_TIMEOUT_S:g} s; newline added")
+            f.pending_cont = True
+        at_eof = f.pos >= size and not r.more
+        since = now - self.last_name_check
+        if at_eof and not self.history_only and (
+            self.force_name_check or since >= NAME_CHECK_MAX_S or (not grew and since >= NAME_CHECK_MIN_S)
+        ):
+            self._name_check(now, r)
+
+    def _name_check(self, now: float, r: PollResult) -> None:
+        self.last_name_check = now
+        self.force_name_check = False
+        cur = self.cur
+        assert cur is not None
+        try:
+            if self.cto:
+                fd = os_open(self.path, _O_FLAGS)
+                try:
+                    st = os_fstat(fd)
+                finally:
+                    os.close(fd)
+                r.calls += 2
+            else:
+                st = os_stat(self.path)
+                r.calls += 1
+        except (FileNotFoundError, NotADirectoryError):
+            r.calls += 1
+            if cur.nlink == 0:
+                self.old.append(cur)
+                self.cur = None
+                self.state = "missing"
+                self.missing_since = now
+                cur.last_growth = now
+                self._event(r, "deleted", f"name removed at offset {cur.pos}; the open file is read for {LINGER_S:g} s more in case its writer still writes")
+            return
+        except OSError as e:
+            self._error(r, f"stat: {e.strerror or e}")
+            return
+        if self.err is not None:
+            self.err = None
+        if (st.st_dev, st.st_ino) == (cur.dev, cur.ino):
+            return
+        self._switch(now, r)
+
+    def _switch(self, now: float, r: PollResult) -> None:
+        cur = self.cur
+        assert cur is not None
+        try:
+            new = self._open(now, r)
+        except FileNotFoundError:
+            return
+        except NotRegularFile as e:
+            self._error(r, f"{e.strerror} now: not followed")
+            return
+        except OSError as e:
+            self._error(r, f"open: {e.strerror or e}")
+            return
+        if (new.dev, new.ino) == (cur.dev, cur.ino):
+            self._unwatch(new)
+            new.close()
+            return
+        try:
+            cur.nlink = os_fstat(cur.fd).st_nlink
+            r.calls += 1
+        except OSError:
+            cur.nlink = 0
+        if cur.nlink > 0:
+            state = "rotated"
+            detail = f"renamed away at offset {cur.pos}; following the new file from the start"
+        else:
+            state = "replaced"
+            detail = "old file deleted and a new one created; following the new file from the start"
+            if cur.head and new.size >= cur.pos and new.head == cur.head:
+                ok = True
+                if cur.tail:
+                    try:
+                        ok = os_pread(new.fd, len(cur.tail), cur.pos - len(cur.tail)) == cur.tail
+                    except OSError:
+                        ok = False
+                if ok:
+                    new.pos, new.emit_off, new.pending, new.pending_cont = cur.pos, cur.emit_off, cur.pending, cur.pending_cont
+                    new.tail, new.ckpts = cur.tail, cur.ckpts
+                    cur.pending = b""
+                    detail = f"replaced by a file with the same content up to offset {cur.pos}; continuing there"
+        cur.last_growth = now
+        cur.note = "late write to the old (rotated) file"
+        self.old.append(cur)
+        self.cur = new
+        self._event(r, state, detail)
+        # read the new file right away (lower latency after a rotation)
+        try:
+            st = os_fstat(new.fd)
+            r.calls += 1
+            if st.st_size > new.pos:
+                if self._read(new, st.st_size, now, r) == "mismatch":
+                    self._changed(new, st.st_size, now, r)
+            new.size, new.mtime_ns = st.st_size, st.st_mtime_ns
+        except OSError as e:
+            self._io_error(e, now, r, "fstat")
+
+    # -- gzip history --------------------------------------------------------
+    def _poll_gz(self, now: float, r: PollResult) -> None:
+        if self.cur is None:
+            self._open_name(now, r)
+            if self.cur is None:
+                return
+            try:
+                self.cur.gz = gzip.GzipFile(fileobj=os.fdopen(os.dup(self.cur.fd), "rb"))
+            except OSError as e:
+                self._error(r, f"gzip: {e}")
+                self.close()
+                self.state = "done"
+                r.done = True
+                return
+        f = self.cur
+        try:
+            data = f.gz.read(min(r.budget, READ_CHUNK))
+        except (OSError, EOFError, zlib.error) as e:
+            self._error(r, f"gzip: {e}")
+            data = b""
+        if data:
+            f.pos += len(data)
+            self._emit(f, data, r, True)
+            r.nbytes += len(data)
+            r.budget -= len(data)
+            r.active = True
+            r.more = True
+            return
+        self._flush(f, r, "end of a rotated file without a final newline; newline added")
+        self.close()
+        self.state = "done"
+        r.done = True
+
+
+# --- directories and globs ---------------------------------------------------
+
+_LIVE_SUFFIXES = (".log", ".out", ".err", ".txt")
+_LIVE_NAMES = frozenset({"error.json"})
+_ROT_NUM = re.compile(r"^(.+)\.(\d{1,3})$")
+_ROT_DATE = re.compile(r"^(.+)-\d{8}(\d{2,6})?$")
+
+
+def classify_name(name: str) -> str | None:
+    """``"live"``, ``"rotated"`` (history only) or ``None`` for a file name in a directory.
+
+    Live: ``*.log *.out *.err *.txt`` (torchrun's ``stdout.log``/``stderr.log``, Slurm's
+    ``%j-%t.out``), ``error.json``.  Rotated: those followed by ``.N``, ``-YYYYMMDD`` and/or
+    ``.gz`` (``train.log.1``, ``train.log.2.gz``, ``train.log-20240101``).
+    """
+    if name.startswith("."):
+        return None
+    base = name
+    rotated = False
+    if base.endswith(".gz"):
+        base = base[:-3]
+        rotated = True
+    m = _ROT_NUM.match(base) or _ROT_DATE.match(base)
+    if m:
+        base = m.group(1)
+        rotated = True
+    if base in _LIVE_NAMES or base.endswith(_LIVE_SUFFIXES):
+        return "rotated" if rotated else "live"
+    return None
+
+
+def _has_magic(s: str) -> bool:
+    return any(c in s for c in "*?[")
+
+
+def _match_prefix(parts: tuple[str, ...], pats: tuple[str, ...]) -> bool:
+    """Can a path starting with ``parts`` match ``pats``?"""
+    for i, p in enumerate(parts):
+        if i >= len(pats):
+            return False
+        if pats[i] == "**":
+            return True
+        if not _comp_match(p, pats[i]):
+            return False
+    return True
+
+
+def _comp_match(name: str, pat: str) -> bool:
+    if name.startswith(".") and not pat.startswith("."):
+        return False
+    return fnmatch.fnmatchcase(name, pat)
+
+
+def _match_full(parts: tuple[str, ...], pats: tuple[str, ...]) -> bool:
+    if not pats:
+        return not parts
+    if pats[0] == "**":
+        return any(_match_full(parts[i:], pats[1:]) for i in range(len(parts) + 1))
+    return bool(parts) and _comp_match(parts[0], pats[0]) and _match_full(parts[1:], pats[1:])
+
+
+@dataclass
+class SourceSpec:
+    """One user argument: ``kind`` is ``file``, ``dir`` or ``glob``."""
+
+    text: str
+    kind: str
+    root: str
+    pats: tuple[str, ...] = ()
+
+
+def expand_spec(text: str) -> SourceSpec:
+    """Classify a path argument without touching the filesystem (except for ``dir``
+    vs ``file`` of an existing path, which is decided by the first poll instead)."""
+    if _has_magic(text):
+        parts = text.split("/")
+        root_parts: list[str] = []
+        for p in parts:
+            if _has_magic(p):
+                break
+            root_parts.append(p)
+        root = "/".join(root_parts) or ("/" if text.startswith("/") else ".")
+        if text.startswith("/") and not root:
+            root = "/"
+        pats = tuple(p for p in parts[len(root_parts):] if p != "")
+        return SourceSpec(text, "glob", root, pats)
+    if text.endswith("/"):
+        return SourceSpec(text, "dir", text.rstrip("/") or "/")
+    return SourceSpec(text, "path", text)
+
+
+class DirWatch:
+    """One directory of a ``dir`` or ``glob`` source.
+
+    ``poll`` stats the directory (one metadata call) and lists it only when its mtime
+    changed (or was within 2 s of the wall clock at the last listing, because a file
+    created in the same timestamp tick would not change it again).  It reports every
+    matching file present (the tailer ignores those it already follows) and new
+    subdirectories to watch.
+    """
+
+    kind = "dir"
+    MAX_DEPTH = 8
+
+    def __init__(self, path: str, spec: SourceSpec, rel: tuple[str, ...], mode: str, *,
+                 root: bool = False, startup: bool = True, inotify: Any = None) -> None:
+        self.path = path
+        self.spec = spec
+        self.rel = rel  # components below spec.root
+        self.mode = mode  # "all" (log-name filter) or "glob" (pattern filter)
+        self.is_root = root
+        self.startup = startup  # first listing belongs to the start-up scan
+        self.inotify = inotify
+        self.mtime_ns: int | None = None
+        self.force = True
+        self.children: set[str] = set()
+        self.err: str | None = None
+        self.wd: int | None = None
+        self.state = "new"
+        self.source_id = "dir:" + os.path.abspath(path)
+        # scheduling state, owned by the Tailer
+        self.lane: Any = None
+        self.interval = 0.0
+        self.next_due = 0.0
+        self.seq = 0
+        self.inflight = False
+        self.queued = False
+        self.hung_reported = False
+        self.force_name_check = False
+
+    in_history = False
+
+    def close(self) -> None:
+        if self.wd is not None and self.inotify is not None:
+            try:
+                self.inotify.remove(self.wd)
+            except Exception:
+                pass
+            self.wd = None
+
+    def _error(self, r: PollResult, detail: str) -> None:
+        if detail != self.err:
+            self.err = detail
+            r.items.append(SourceEvent(self.path, "error", detail, self.source_id, kind="dir"))
+
+    def poll(self, now: float, budget: int = 0) -> PollResult:
+        r = PollResult(budget=budget)
+        try:
+            st = os_stat(self.path)
+            r.calls += 1
+        except FileNotFoundError:
+            r.calls += 1
+            if self.is_root:
+                if self.state == "new":
+                    self._error(r, "not found; waiting for it to appear")
+                self.state = "missing"
+                self.mtime_ns = None
+                self.force = True
+                return r
+            self.close()
+            r.done = True
+            return r
+        except OSError as e:
+            r.calls += 1
+            self._error(r, f"stat: {e.strerror or e}")
+            r.hint = RETRY_S
+            return r
+        if not stat_mod.S_ISDIR(st.st_mode):
+            if self.is_root and self.spec.kind == "path":
+                # the argument turned out to be a file: the tailer follows it instead
+                r.discovered.append((self.path, False, self.state == "new", True))
+                r.done = True
+                return r
+            if self.is_root:
+                self._error(r, f"{_kind_of(st.st_mode)}: not followed")
+                r.hint = RETRY_S
+                return r
+            r.done = True
+            return r
+        if st.st_mtime_ns == self.mtime_ns and not self.force:
+            return r
+        first = self.state != "listed"
+        if self.inotify is not None and self.wd is None:
+            try:
+                from ._fsinfo import DIR_MASK
+
+                self.wd = self.inotify.add(self.path, DIR_MASK, self)
+            except Exception:
+                self.wd = None
+        try:
+            with os_scandir(self.path) as it:
+                entries = list(it)
+        except OSError as e:
+            r.calls += 1
+            self._error(r, f"listdir: {e.strerror or e}")
+            r.hint = RETRY_S
+            return r
+        r.calls += 1 + len(entries) // 1000
+        self.err = None
+        self.mtime_ns = st.st_mtime_ns
+        self.force = abs(time.time() - st.st_mtime_ns / 1e9) < 2.0
+        self.state = "listed"
+        startup = self.startup and first
+        depth = len(self.rel)
+        for e in entries:
+            name = e.name
+            if name.startswith("."):
+                continue
+            try:
+                is_dir = e.is_dir(follow_symlinks=False)
+                is_file = not is_dir and e.is_file()
+            except OSError:
+                continue
+            rel = self.rel + (name,)
+            if is_dir:
+                if name in self.children or depth + 1 > self.MAX_DEPTH:
+                    continue
+                mode = None
+                if self.mode == "all":
+                    mode = "all"
+                elif _match_full(rel, self.spec.pats):
+                    mode = "all"
+                elif _match_prefix(rel, self.spec.pats):
+                    mode = "glob"
+                if mode is not None:
+                    self.children.add(name)
+                    r.new_dirs.append(DirWatch(e.path, self.spec, rel, mode, startup=startup, inotify=self.inotify))
+            elif is_file:
+                if self.mode == "all":
+                    c = classify_name(name)
+                else:
+                    c = None
+                    if _match_full(rel, self.spec.pats):
+                        c = classify_name(name) or "live"
+                        if c == "rotated" and not _has_magic(self.spec.pats[-1]):
+                            c = "live"
+                if c == "live":
+                    r.discovered.append((e.path, False, startup, False))
+                elif c == "rotated" and startup:
+                    r.discovered.append((e.path, True, startup, False))
+        # forget children that disappeared so a re-created one is found again
+        if self.children:
+            names = {e.name for e in entries}
+            self.children &= names
+        return r

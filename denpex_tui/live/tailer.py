@@ -1,0 +1,813 @@
+"""The asyncio-facing tailer: follows files, directories, globs and commands.
+
+    tailer = Tailer(["logs/", "run/*.out"], execs=["3=kubectl logs -f pod-3"])
+    async for item in tailer.run():      # Chunk | SourceEvent | ProcessEvent
+        ...
+    tailer.stop()                        # from anywhere (thread-safe); run() then ends
+
+Polling (see docs/live-engine.md for the full story)
+----------------------------------------------------
+* Each followed file is a ``FileFollower`` with its own interval: ``poll_min`` (50 ms)
+  right after it produced data, growing by x1.5 per quiet poll up to ``poll_max``
+  (2 s).  Files that also have an inotify watch on a local filesystem back off to
+  ``poll_max_watched`` (10 s): inotify wakes them at once when they change, polling is
+  the safety net.  On network filesystems (NFS, Lustre, GPFS, ...) inotify does not
+  see writes made on other nodes, so polling is the mechanism there.
+* Directories are stat'ed every ``dir_poll_min``..``dir_poll_max`` (1..10 s, backing
+  off while unchanged) and listed only when their mtime changes.
+* **Metadata cap**: every ``stat``/``fstat``/``open``/``listdir`` the source layer makes
+  is paid from one token bucket of ``max_meta_per_s`` tokens per second (default
+  500, burst a quarter second's worth).  With N quiet files a file is therefore polled
+  at most every ``max(poll_max, N * ~1.3 / max_meta_per_s)`` seconds: 1024 quiet
+  files on Lustre cost at most 500 metadata calls/s, whatever happens.  Reads of data
+  are not metadata calls and are bounded by the buffer budget instead.
+* **Never on the event loop**: all blocking calls run in a small pool of daemon
+  threads (``workers``, default 4).  Work is grouped by mount point ("lanes"): one
+  batch in flight per lane.  A call that takes longer than ``call_timeout`` (5 s)
+  marks its lane hung: the source gets an ``error`` event ("stat timed out after
+  5s"), the thread is written off (a replacement is started, up to ``max_hung``),
+  the other lanes keep going and the loop never waits.  When the call returns, the
+  sources of that lane get an ``added`` event whose detail starts with "resumed".
+* **Polite history**: with ``polite=True`` (default) the worker threads run at nice
+  +10 (``os.setpriority(PRIO_PROCESS, native_thread_id, 10)``, per thread on Linux)
+  and at most one history batch (one core) is in flight, so the start-up scan does
+  not take CPU from training processes on the same node.
+* **Memory**: at most ``max_buffered`` bytes (32 MiB) of chunks wait for the consumer;
+  when the consumer is slower, polling pauses (the data waits in the files).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import heapq
+import itertools
+import os
+import queue
+import threading
+import time
+from typing import Any, AsyncIterator, Iterable
+
+from ._fsinfo import CTO_FS, NAME_EVENTS, Inotify, MountTable
+from .sources import (
+    READ_CHUNK,
+    Chunk,
+    DirWatch,
+    FileFollower,
+    PollResult,
+    SourceEvent,
+    expand_spec,
+)
+
+__all__ = ["Tailer", "TokenBucket"]
+
+
+class TokenBucket:
+    """Token bucket for metadata calls: ``rate`` per second, ``burst`` at most.
+
+    ``take`` is used before a call is made (estimate), ``charge`` after (actual extra
+    calls; the balance may go negative, which delays later calls).
+    """
+
+    def __init__(self, rate: float | None, burst: float | None = None, clock=time.monotonic) -> None:
+        self.rate = rate if rate and rate > 0 else None
+        self.burst = burst if burst else (max(8.0, self.rate * 0.25) if self.rate else 0.0)
+        self.tokens = self.burst
+        self._clock = clock
+        self._t = clock()
+        self.spent = 0
+
+    def _refill(self, now: float) -> None:
+        if self.rate is None:
+            return
+        if now > self._t:
+            self.tokens = min(self.burst, self.tokens + (now - self._t) * self.rate)
+        self._t = now
+
+    def take(self, n: float, now: float) -> bool:
+        self.spent += n
+        if self.rate is None:
+            return True
+        self._refill(now)
+        if self.tokens >= n:
+            self.tokens -= n
+            return True
+        self.spent -= n
+        return False
+
+    def charge(self, n: float, now: float) -> None:
+        if n <= 0:
+            return
+        self.spent += n
+        if self.rate is None:
+            return
+        self._refill(now)
+        self.tokens -= n
+
+    def wait_time(self, n: float, now: float) -> float:
+        if self.rate is None:
+            return 0.0
+        self._refill(now)
+        return max(0.0, (n - self.tokens) / self.rate)
+
+
+def _nice_thread() -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (OSError, AttributeError):
+        pass
+
+
+class _Pool:
+    """Daemon worker threads (a thread stuck on a dead mount must not block exit)."""
+
+    def __init__(self, max_threads: int, polite: bool) -> None:
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._max = max_threads
+        self._polite = polite
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._closed = False
+
+    def submit(self, fn, *args) -> concurrent.futures.Future:
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self._q.put((fut, fn, args))
+        with self._lock:
+            if self._closed:
+                return fut
+            self._threads = [t for t in self._threads if t.is_alive()]
+            if self._q.qsize() > self._idle and len(self._threads) < self._max:
+                t = threading.Thread(target=self._worker, name="denpex-io", daemon=True)
+                self._threads.append(t)
+                t.start()
+        return fut
+
+    def _worker(self) -> None:
+        if self._polite:
+            _nice_thread()
+        while True:
+            with self._lock:
+                self._idle += 1
+            item = self._q.get()
+            with self._lock:
+                self._idle -= 1
+            if item is None:
+                return
+            fut, fn, args = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as e:  # noqa: BLE001 - reported to the loop
+                fut.set_exception(e)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._closed = True
+            n = len(self._threads)
+        for _ in range(n):
+            self._q.put(None)
+
+
+class _Lane:
+    __slots__ = ("key", "mount", "fstype", "network", "cls", "waiting", "inflight", "hung")
+
+    def __init__(self, key, mount: str, fstype: str, network: bool, cls: str) -> None:
+        self.key = key
+        self.mount = mount
+        self.fstype = fstype
+        self.network = network
+        self.cls = cls  # "live", "hist" or "dir"
+        self.waiting: dict[int, Any] = {}
+        self.inflight: _Batch | None = None
+        self.hung: _Batch | None = None
+
+
+class _Batch:
+    __slots__ = ("lane", "items", "budget", "current", "current_start", "abandoned", "started")
+
+    def __init__(self, lane: _Lane, items: list, budget: int) -> None:
+        self.lane = lane
+        self.items = items
+        self.budget = budget
+        self.current: Any = None
+        self.current_start = 0.0
+        self.abandoned = False
+        self.started = time.monotonic()
+
+    def run(self) -> list[tuple[Any, PollResult | None]]:
+        out: list[tuple[Any, PollResult | None]] = []
+        budget = self.budget
+        for p in self.items:
+            if self.abandoned:
+                out.append((p, None))
+                continue
+            now = time.monotonic()
+            self.current = p
+            self.current_start = now
+            try:
+                r = p.poll(now, max(0, budget))
+            except Exception as e:  # noqa: BLE001 - a bug must not kill the tailer
+                r = PollResult()
+                r.items.append(SourceEvent(p.path, "error", f"internal error: {e!r}", p.source_id))
+                r.hint = 30.0
+            budget -= r.nbytes
+            out.append((p, r))
+        self.current = None
+        self.current_start = 0.0
+        return out
+
+
+class Tailer:
+    """Follow paths (files, directories, globs) and ``--exec`` commands.
+
+    Parameters (all optional except the sources):
+
+    ``paths``          file paths, directories (recursive, log-looking names only) or
+                       globs (``**`` allowed); re-evaluated while running.
+    ``execs``          ``--exec`` specs (``'cmd'`` or ``'3=cmd'``), see execsource.py.
+    ``from_end``       start at the end of files present at start-up (no history).
+    ``history``        tag the start-up content of files as ``Chunk.history`` (default).
+    ``poll_min``/``poll_max``/``poll_max_watched``  per-file polling interval bounds.
+    ``dir_poll_min``/``dir_poll_max``  directory stat interval bounds.
+    ``max_meta_per_s`` metadata calls per second cap (None: no cap).  Default 500.
+    ``workers``        threads doing I/O at once (plus up to ``max_hung`` written-off
+                       threads stuck on dead mounts).
+    ``call_timeout``   seconds before a blocking call marks its filesystem hung.
+    ``polite``         nice +10 for the I/O threads and one history batch at a time.
+    ``inotify``        use inotify as a speed-up where available (default True).
+    ``max_buffered``   bytes of undelivered chunks before polling pauses.
+    ``max_files``      cap on followed files (an ``error`` event says when reached).
+    ``proctable``      an optional ``ProcessTable``; its events join the stream.
+    """
+
+    def __init__(
+        self,
+        paths: Iterable[str] = (),
+        execs: Iterable[str] = (),
+        *,
+        from_end: bool = False,
+        history: bool = True,
+        poll_min: float = 0.05,
+        poll_max: float = 2.0,
+        poll_max_watched: float = 10.0,
+        dir_poll_min: float = 1.0,
+        dir_poll_max: float = 10.0,
+        max_meta_per_s: float | None = 500.0,
+        workers: int = 4,
+        max_hung: int = 8,
+        call_timeout: float = 5.0,
+        polite: bool = True,
+        inotify: bool = True,
+        max_buffered: int = 32 << 20,
+        batch_bytes: int = 16 << 20,
+        max_batch: int = 512,
+        max_files: int = 10000,
+        proctable: Any = None,
+        mounts: MountTable | None = None,
+    ) -> None:
+        self.specs = [expand_spec(p) for p in paths]
+        self.exec_specs = list(execs)
+        self.start = "end" if from_end else "begin"
+        self.history = history
+        self.poll_min = poll_min
+        self.poll_max = poll_max
+        self.poll_max_watched = max(poll_max, poll_max_watched)
+        self.dir_poll_min = dir_poll_min
+        self.dir_poll_max = dir_poll_max
+        self.bucket = TokenBucket(max_meta_per_s)
+        self.workers = max(1, workers)
+        self.max_hung = max_hung
+        self.call_timeout = call_timeout
+        self.polite = polite
+        self.use_inotify = inotify
+        self.max_buffered = max_buffered
+        self.batch_bytes = batch_bytes
+        self.max_batch = max_batch
+        self.max_files = max_files
+        self.proctable = proctable
+        self.mounts = mounts or MountTable()
+
+        self.followers: dict[str, FileFollower] = {}
+        self.dirs: dict[str, DirWatch] = {}
+        self._lanes: dict[tuple, _Lane] = {}
+        self._heap: list = []
+        self._seq = itertools.count()
+        self._q: collections.deque = collections.deque()
+        self._buffered = 0
+        self._healthy = 0
+        self._hist_inflight = 0
+        self._hung_count = 0
+        self._stopping = False
+        self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake_fut: asyncio.Future | None = None
+        self._consumer_fut: asyncio.Future | None = None
+        self._room_fut: asyncio.Future | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._pool: _Pool | None = None
+        self._ino: Inotify | None = None
+        self._ino_paused = False
+        self._max_files_reported = False
+        self._execs: list = []
+        self.stats = collections.Counter()
+
+    # -- public API -------------------------------------------------------------
+    def add_path(self, text: str) -> None:
+        """Add a path/dir/glob while running (or before)."""
+        spec = expand_spec(text)
+        if self._started:
+            self._add_spec(spec)
+        else:
+            self.specs.append(spec)
+
+    def add_exec(self, spec: str) -> None:
+        if self._started:
+            self._start_exec(spec)
+        else:
+            self.exec_specs.append(spec)
+
+    def stop(self) -> None:
+        """Stop following (thread-safe, idempotent).  ``run()`` returns soon after."""
+        self._stopping = True
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            if threading.get_ident() == getattr(self, "_loop_thread", None):
+                self._wake_all()
+            else:
+                loop.call_soon_threadsafe(self._wake_all)
+        except RuntimeError:
+            pass
+
+    def metadata_calls(self) -> int:
+        return self.bucket.spent
+
+    async def run(self) -> AsyncIterator[Any]:
+        """Yield ``Chunk``, ``SourceEvent`` (and ``ProcessEvent``) items until ``stop()``."""
+        if self._started:
+            raise RuntimeError("Tailer.run() can be called once")
+        self._started = True
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._pool = _Pool(self.workers + self.max_hung, self.polite)
+        if self.use_inotify:
+            try:
+                self._ino = Inotify()
+                self._loop.add_reader(self._ino.fd, self._on_inotify)
+            except (OSError, AttributeError, NotImplementedError):
+                self._ino = None
+        for spec in self.specs:
+            self._add_spec(spec)
+        for e in self.exec_specs:
+            self._start_exec(e)
+        self._tasks.append(asyncio.ensure_future(self._scheduler()))
+        self._tasks.append(asyncio.ensure_future(self._watchdog()))
+        if self.proctable is not None:
+            self._tasks.append(asyncio.ensure_future(self._pump(self.proctable.run())))
+        try:
+            while True:
+                while self._q and not self._stopping:
+                    item = self._q.popleft()
+                    if isinstance(item, Chunk) and item.kind == "file":
+                        self._buffered -= len(item.data)
+                        if self._buffered < self.max_buffered // 2:
+                            self._kick()
+                            self._room()
+                    elif isinstance(item, Chunk):
+                        self._buffered -= len(item.data)
+                        self._room()
+                    yield item
+                if self._stopping:
+                    return
+                self._consumer_fut = self._loop.create_future()
+                await self._consumer_fut
+                self._consumer_fut = None
+        finally:
+            await self._shutdown()
+
+    # -- sources ----------------------------------------------------------------
+    def _add_spec(self, spec) -> None:
+        if spec.kind == "glob":
+            d = DirWatch(spec.root, spec, (), "glob", root=True, startup=True, inotify=self._ino)
+        elif spec.kind == "dir":
+            d = DirWatch(spec.root, spec, (), "all", root=True, startup=True, inotify=self._ino)
+        else:
+            d = DirWatch(spec.root, spec, (), "all", root=True, startup=True, inotify=self._ino)
+        key = "dir:" + os.path.abspath(d.path) + "|" + spec.text
+        d.source_id = key
+        if key in self.dirs:
+            return
+        self.dirs[key] = d
+        self._setup(d, "dir")
+        self._enqueue(d)
+
+    def _add_dir(self, d: DirWatch) -> None:
+        key = "dir:" + os.path.abspath(d.path) + "|" + d.spec.text
+        if key in self.dirs or len(self.dirs) >= self.max_files:
+            return
+        d.source_id = key
+        self.dirs[key] = d
+        self._setup(d, "dir")
+        self._enqueue(d)
+
+    def _add_file(self, path: str, history_only: bool, startup: bool, explicit: bool) -> None:
+        sid = os.path.abspath(path)
+        if sid in self.followers:
+            return
+        if len(self.followers) >= self.max_files:
+            if not self._max_files_reported:
+                self._max_files_reported = True
+                self._put(SourceEvent(path, "error", f"more than {self.max_files} files: not followed (raise max_files)", sid))
+            return
+        mount, fstype = self.mounts.lookup(path)
+        f = FileFollower(
+            path,
+            source_id=sid,
+            start=self.start if startup else "begin",
+            history=self.history and startup,
+            startup=startup,
+            explicit=explicit,
+            history_only=history_only,
+            cto=fstype in CTO_FS,
+            inotify=self._ino,
+        )
+        self.followers[sid] = f
+        self._setup(f, "file")
+        self._enqueue(f)
+
+    def _setup(self, p, what: str) -> None:
+        mount, fstype = self.mounts.lookup(p.path)
+        p.lane = (mount, fstype)
+        p.network = MountTable.is_network(fstype)
+        p.interval = self.dir_poll_min if what == "dir" else self.poll_min
+        p.repoll = False
+        p.removed = False
+
+    def _remove(self, p) -> None:
+        p.removed = True
+        if isinstance(p, FileFollower):
+            if self.followers.get(p.source_id) is p:
+                del self.followers[p.source_id]
+        else:
+            if self.dirs.get(p.source_id) is p:
+                del self.dirs[p.source_id]
+        if self._pool is not None:
+            self._pool.submit(p.close)
+
+    # -- scheduling ---------------------------------------------------------------
+    def _lane_for(self, p) -> _Lane:
+        mount, fstype = p.lane
+        if isinstance(p, DirWatch):
+            cls = "dir"
+        elif p.in_history or p.state == "new" and p.startup and self.start == "begin" and self.history:
+            cls = "hist"
+        else:
+            cls = "live"
+        key = (mount, cls)
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = _Lane(key, mount, fstype, MountTable.is_network(fstype), cls)
+            self._lanes[key] = lane
+        return lane
+
+    def _enqueue(self, p) -> None:
+        if p.removed or p.queued or p.inflight:
+            if p.inflight:
+                p.repoll = True
+            return
+        p.queued = True
+        p.seq = -1  # any heap entry is stale now
+        lane = self._lane_for(p)
+        lane.waiting[id(p)] = p
+        p.qlane = lane
+        self._kick()
+
+    def _schedule(self, p, delay: float) -> None:
+        p.seq = next(self._seq)
+        p.next_due = time.monotonic() + delay
+        heapq.heappush(self._heap, (p.next_due, p.seq, p))
+
+    def _kick(self) -> None:
+        f = self._wake_fut
+        if f is not None and not f.done():
+            f.set_result(None)
+
+    def _room(self) -> None:
+        f = self._room_fut
+        if f is not None and not f.done():
+            f.set_result(None)
+
+    def _wake_all(self) -> None:
+        self._kick()
+        self._room()
+        f = self._consumer_fut
+        if f is not None and not f.done():
+            f.set_result(None)
+
+    def _put(self, item) -> None:
+        self._q.append(item)
+        if isinstance(item, Chunk):
+            self._buffered += len(item.data)
+            self.stats["chunks"] += 1
+            self.stats["bytes"] += len(item.data)
+        else:
+            self.stats["events"] += 1
+        f = self._consumer_fut
+        if f is not None and not f.done():
+            f.set_result(None)
+
+    def _collect_due(self, now: float) -> None:
+        heap = self._heap
+        while heap:
+            due, seq, p = heap[0]
+            if seq != p.seq or p.removed:
+                heapq.heappop(heap)
+                continue
+            # quiet pollables may be taken early by a fifth of their interval, so
+            # that one wake-up serves many of them (fewer, larger batches)
+            if due > now + (0.2 * p.interval if p.interval >= 0.5 else 0.0):
+                break
+            heapq.heappop(heap)
+            p.seq = -1
+            self._enqueue(p)
+
+    def _dispatch(self, now: float) -> float | None:
+        """Submit batches; return seconds until tokens allow more (or None)."""
+        if self._buffered >= self.max_buffered:
+            return None
+        token_wait = None
+        lanes = list(self._lanes.values())
+        for lane in lanes:
+            if not lane.waiting:
+                continue
+            if lane.hung is not None:
+                for p in lane.waiting.values():
+                    if not p.hung_reported:
+                        p.hung_reported = True
+                        self._put(SourceEvent(p.path, "error",
+                                              f"waiting: a call on {lane.mount} ({lane.fstype}) timed out after {self.call_timeout:g}s",
+                                              p.source_id))
+                continue
+            if lane.inflight is not None:
+                continue
+            if self._healthy >= self.workers:
+                break
+            if lane.cls == "hist" and self.polite and self._hist_inflight >= 1:
+                continue
+            items = []
+            for key, p in lane.waiting.items():
+                if not self.bucket.take(1, now):
+                    token_wait = self.bucket.wait_time(1, now)
+                    break
+                items.append(p)
+                if len(items) >= self.max_batch:
+                    break
+            if not items:
+                continue
+            for p in items:
+                del lane.waiting[id(p)]
+                p.queued = False
+                p.inflight = True
+            budget = min(self.batch_bytes, self.max_buffered - self._buffered)
+            if lane.cls == "dir":
+                budget = 0
+            batch = _Batch(lane, items, max(budget, 0))
+            lane.inflight = batch
+            self._healthy += 1
+            if lane.cls == "hist":
+                self._hist_inflight += 1
+            self.stats["batches"] += 1
+            cf = self._pool.submit(batch.run)
+            fut = asyncio.wrap_future(cf, loop=self._loop)
+            fut.add_done_callback(lambda f, b=batch: self._batch_done(b, f))
+        return token_wait
+
+    def _batch_done(self, batch: _Batch, fut: asyncio.Future) -> None:
+        lane = batch.lane
+        now = time.monotonic()
+        try:
+            results = fut.result()
+        except BaseException as e:  # noqa: BLE001
+            results = []
+            for p in batch.items:
+                r = PollResult()
+                r.items.append(SourceEvent(p.path, "error", f"internal error: {e!r}", p.source_id))
+                r.hint = 30.0
+                results.append((p, r))
+        if batch.abandoned:
+            if lane.hung is batch:
+                lane.hung = None
+            self._hung_count -= 1
+            waited = now - batch.started
+            for q in list(self.followers.values()) + list(self.dirs.values()):
+                if q.hung_reported and q.lane and q.lane[0] == lane.mount:
+                    q.hung_reported = False
+                    self._put(SourceEvent(q.path, "added", f"resumed: {lane.mount} answered again after {waited:.1f}s", q.source_id))
+        else:
+            self._healthy -= 1
+            if lane.inflight is batch:
+                lane.inflight = None
+        if lane.cls == "hist" and not batch.abandoned:
+            self._hist_inflight -= 1
+        if self._stopping:
+            return
+        for p, r in results:
+            p.inflight = False
+            if p.removed:
+                continue
+            if r is None:
+                self._enqueue(p)
+                continue
+            self.stats["polls"] += 1
+            if r.calls > 1:
+                self.bucket.charge(r.calls - 1, now)
+            for item in r.items:
+                self._put(item)
+            for path, hist_only, startup, explicit in r.discovered:
+                self._add_file(path, hist_only, startup, explicit)
+            for d in r.new_dirs:
+                self._add_dir(d)
+            if r.done:
+                self._remove(p)
+                continue
+            self._reschedule(p, r)
+        self._kick()
+
+    def _reschedule(self, p, r: PollResult) -> None:
+        if isinstance(p, DirWatch):
+            if r.discovered or r.new_dirs or p.force:
+                p.interval = self.dir_poll_min
+            else:
+                top = self.dir_poll_max * (3 if (p.wd is not None and not p.network) else 1)
+                if p.is_root and p.state == "missing":
+                    top = self.poll_max
+                p.interval = min(max(p.interval, self.dir_poll_min) * 1.5, top)
+        else:
+            if r.active:
+                p.interval = self.poll_min
+            else:
+                watched = p.cur is not None and p.cur.wd is not None and not p.network
+                top = self.poll_max_watched if watched else self.poll_max
+                p.interval = min(max(p.interval, self.poll_min) * 1.5, top)
+        if p.repoll or r.more:
+            p.repoll = False
+            self._enqueue(p)
+            return
+        delay = p.interval
+        if r.hold:
+            delay = min(delay, 0.25)
+        if r.hint:
+            delay = max(delay, r.hint)
+        self._schedule(p, delay)
+
+    async def _scheduler(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        while not self._stopping:
+            now = time.monotonic()
+            self._collect_due(now)
+            token_wait = self._dispatch(now)
+            timeout = 5.0
+            if self._heap:
+                timeout = min(timeout, max(0.0, self._heap[0][0] - now))
+            if token_wait is not None:
+                timeout = min(timeout, max(token_wait, 0.002))
+            fut = loop.create_future()
+            self._wake_fut = fut
+            h = loop.call_later(max(timeout, 0.001), self._kick)
+            try:
+                await fut
+            finally:
+                h.cancel()
+                self._wake_fut = None
+
+    async def _watchdog(self) -> None:
+        period = min(0.5, self.call_timeout / 4)
+        while not self._stopping:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for lane in list(self._lanes.values()):
+                b = lane.inflight
+                if b is None or b.abandoned:
+                    continue
+                cur, start = b.current, b.current_start
+                if cur is None or not start or now - start < self.call_timeout:
+                    continue
+                if self._hung_count >= self.max_hung:
+                    continue  # keep waiting: no more threads to write off
+                b.abandoned = True
+                lane.inflight = None
+                lane.hung = b
+                self._healthy -= 1
+                self._hung_count += 1
+                if lane.cls == "hist":
+                    self._hist_inflight -= 1
+                self.stats["hung"] += 1
+                cur.hung_reported = True
+                self._put(SourceEvent(cur.path, "error",
+                                      f"stat timed out after {self.call_timeout:g}s ({lane.mount}, {lane.fstype}); other sources continue",
+                                      cur.source_id))
+                for p in b.items:
+                    if p is not cur and not p.hung_reported:
+                        p.hung_reported = True
+                        self._put(SourceEvent(p.path, "error",
+                                              f"waiting: a call on {lane.mount} ({lane.fstype}) timed out after {self.call_timeout:g}s",
+                                              p.source_id))
+                self._kick()
+
+    # -- inotify -------------------------------------------------------------------
+    def _on_inotify(self) -> None:
+        ino = self._ino
+        if ino is None:
+            return
+        events, overflow = ino.read()
+        for owner, mask in events:
+            if getattr(owner, "removed", True):
+                continue
+            if mask & NAME_EVENTS:
+                owner.force_name_check = True
+            if isinstance(owner, FileFollower):
+                owner.interval = self.poll_min
+            else:
+                owner.force = True
+            self._enqueue(owner)
+        if overflow:
+            for p in list(self.followers.values()) + list(self.dirs.values()):
+                self._enqueue(p)
+        # rate-limit wake-ups under heavy writing: events are coalesced for 10 ms
+        if events and not self._ino_paused and self._loop is not None:
+            self._ino_paused = True
+            self._loop.remove_reader(ino.fd)
+            self._loop.call_later(0.01, self._resume_inotify)
+
+    def _resume_inotify(self) -> None:
+        self._ino_paused = False
+        if self._ino is not None and not self._stopping and self._loop is not None:
+            self._loop.add_reader(self._ino.fd, self._on_inotify)
+            self._on_inotify()
+
+    # -- exec sources and other producers --------------------------------------------
+    def _start_exec(self, spec: str) -> None:
+        from .execsource import ExecSource, parse_exec_spec
+
+        rank, cmd = parse_exec_spec(spec)
+        src = ExecSource(cmd, rank, source_id=f"exec:{len(self._execs)}")
+        self._execs.append(src)
+        self._tasks.append(asyncio.ensure_future(self._pump(src.run())))
+
+    async def _pump(self, agen) -> None:
+        try:
+            async for item in agen:
+                if self._stopping:
+                    break
+                self._put(item)
+                while self._buffered >= self.max_buffered and not self._stopping:
+                    self._room_fut = self._loop.create_future()
+                    await self._room_fut
+                    self._room_fut = None
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            self._put(SourceEvent("<producer>", "error", f"internal error: {e!r}"))
+        finally:
+            aclose = getattr(agen, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except Exception:
+                    pass
+
+    async def _shutdown(self) -> None:
+        self._stopping = True
+        for src in self._execs:
+            try:
+                await src.stop()
+            except Exception:
+                pass
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        if self._ino is not None and self._loop is not None:
+            try:
+                self._loop.remove_reader(self._ino.fd)
+            except Exception:
+                pass
+        pool = self._pool
+        if pool is not None:
+            items = list(self.followers.values()) + list(self.dirs.values())
+            for p in items:
+                if not p.inflight:
+                    pool.submit(p.close)
+            if self._ino is not None:
+                pool.submit(self._ino.close)
+            pool.shutdown()
+        self._ino = None
