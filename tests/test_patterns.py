@@ -1,0 +1,38 @@
+"""The pattern engine: RE2 subset, linear time on crafted lines, a literal for the prefilter."""
+
+import time
+
+import pytest
+
+from denpex_tui.core.patterns import PatternError, Prefilter, compile_pattern, required_literal
+
+
+def test_required_literal():
+    assert required_literal(r"\[Errno 28\] No space left on device")[0] == "[Errno 28] No space left on device"
+    assert required_literal(r"(?i)too many open files")[1] is True
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"(a)\1 xxxx", r"(?=abcd)abcd", r"(?<!x)abcd", r"(?(1)a|b)abcd", r"x*", r"[a-z]+\d+"],
+)
+def test_refused_patterns(pattern):
+    with pytest.raises(PatternError):
+        compile_pattern(pattern)
+
+
+def test_redos_pattern_runs_in_linear_time():
+    # The classic catastrophic-backtracking shape; stdlib re takes exponential time on it.
+    p = compile_pattern(r"Errno (a+)+b")
+    line = "Errno " + "a" * 50_000 + "!"
+    t0 = time.perf_counter()
+    assert p.search(line) is None
+    assert time.perf_counter() - t0 < 0.5
+
+
+def test_prefilter_finds_candidate_lines_only():
+    pf = Prefilter([("No space left on device", False), ("too many open files", True)])
+    data = b"ok\nOSError: [Errno 28] No space left on device: 'x'\nfine\nOSError: [Errno 24] Too Many Open Files\nend\n"
+    starts = pf.line_starts(data)
+    lines = [data[s : data.index(b"\n", s)] for s in starts]
+    assert lines == [b"OSError: [Errno 28] No space left on device: 'x'", b"OSError: [Errno 24] Too Many Open Files"]
