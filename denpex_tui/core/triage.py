@@ -241,11 +241,13 @@ def _attempt_incident(attempt, errs, ctx, ranks_seen, lasts, fentries, catalog, 
         return _hang_incident(attempt, coll, ranks_seen, lasts, fentries, catalog, stalls)
 
     # Only launcher-level errors (ChildFailedError, exit codes): report, with low confidence.
-    first = sorted(ctx, key=lambda f: f.sort_key())[0]
+    pool = ctx or errs
+    if not pool:
+        return None
     evidence.append("only launcher reports name a failure; no rank log shows its cause")
     for fe in root_entries:
         evidence.append(f"torchelastic's Root Cause names rank {fe.rank} (exitcode {fe.exitcode}), not trusted")
-    return Incident(attempt, None, _collateral_entries(ctx, set()), [], None, "low", evidence,
+    return Incident(attempt, None, _collateral_entries(pool, set()), [], None, "low", evidence,
                     "failure reported by the launcher; cause not in these logs")
 
 
