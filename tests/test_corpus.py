@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from denpex_tui.core.lineparse import strip_prefixes
 from denpex_tui.core.scan import scan_paths
 
 from helpers import CORPUS
@@ -89,7 +90,21 @@ def test_case_matches_truth(case):
             assert inc.collateral == [], where
         # The line is the start of the initiating rank's report (traceback or ERROR line), in
         # one of the files that hold it.
-        assert (init.path, init.line) in _initiating_locations(t, case), f"{where}: {init.path}:{init.line}"
+        assert (init.path, init.line) in _initiating_locations(t, case) or _same_line_as_truth(t, init), (
+            f"{where}: {init.path}:{init.line}"
+        )
+
+
+def _same_line_as_truth(t, init):
+    """Another copy of truth's first error line (truth lists some copies, not all of them)."""
+    fe = t.get("first_error_line")
+    if not fe or init.line < 1:
+        return False
+    with open(init.path, encoding="utf-8", errors="replace") as fh:
+        for i, line in enumerate(fh, 1):
+            if i == init.line:
+                return strip_prefixes(line.rstrip("\n")) == strip_prefixes(fe["text"])
+    return False
 
 
 @pytest.mark.parametrize("case", CASES)
