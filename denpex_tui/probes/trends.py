@@ -11,7 +11,8 @@ Steadiness rule (one place, tested):
   take that rank's last fd sample taken before the save (and after the previous save), giving
   points (save index, fds). Least squares over those; *steady* when there are at least
   ``save_min_points`` points (default 3, i.e. two full save-to-save intervals) and R² >=
-  ``save_r2`` (default 0.9), or all the deltas are equal.
+  ``save_r2`` (default 0.9), or all the deltas are equal. Save events closer together than
+  ``save_merge_s`` (default 1 s) are one save (DeepSpeed logs a save on rank 0 and per file).
 
 An ETA is given only for a steady trend that moves toward the limit (fds up, free space down)
 and lands within ``max_eta_s`` (default 30 days); otherwise there is no ETA, not a guess.
@@ -221,6 +222,7 @@ class TrendTracker:
         save_r2: float = 0.9,
         max_saves: int = 200,
         max_eta_s: float = 30 * 86400.0,
+        save_merge_s: float = 1.0,
     ):
         self.window_s = window_s
         self.max_points = max_points
@@ -230,6 +232,7 @@ class TrendTracker:
         self.save_min_points = save_min_points
         self.save_r2 = save_r2
         self.max_eta_s = max_eta_s
+        self.save_merge_s = save_merge_s
         self._procs: dict[tuple[int, float | None], _ProcSeries] = {}
         self._paths: dict[str, _PathSeries] = {}
         # (rank, local_rank) -> times; (None, None) = every rank saved
@@ -305,10 +308,10 @@ class TrendTracker:
                 out.append(t)
         out.sort()
         # several log lines for one save (per-file lines, rank-0 and per-rank lines): merge
-        # events closer than 1 s
+        # events closer than save_merge_s
         merged: list[float] = []
         for t in out:
-            if not merged or t - merged[-1] > 1.0:
+            if not merged or t - merged[-1] > self.save_merge_s:
                 merged.append(t)
         return merged
 
