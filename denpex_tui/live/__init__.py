@@ -1,0 +1,28 @@
+"""Live engine source layer: follow files, directories, globs and commands; process
+table; stall detection.  Domain core: no textual/rich imports here.
+
+See docs/live-engine.md.
+"""
+
+from .execsource import ExecSource, parse_exec_spec
+from .proctable import ProcessEvent, ProcessTable
+from .sources import Chunk, DirWatch, FileFollower, SourceEvent, classify_name
+from .stall import StallCleared, StallDetector, StallEvent
+from .tailer import Tailer, TokenBucket
+
+__all__ = [
+    "Chunk",
+    "DirWatch",
+    "ExecSource",
+    "FileFollower",
+    "ProcessEvent",
+    "ProcessTable",
+    "SourceEvent",
+    "StallCleared",
+    "StallDetector",
+    "StallEvent",
+    "Tailer",
+    "TokenBucket",
+    "classify_name",
+    "parse_exec_spec",
+]

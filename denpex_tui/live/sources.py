@@ -391,7 +391,8 @@ class FileFollower:
 
     def _flush(self, f: _Open, r: PollResult, why: str) -> None:
         if f.pending:
-            r.items.append(self._chunk(f, f.pending + b"\n", f.emit_off, False, True, f.pending_cont, why))
+            history = f.history_end >= f.pos
+            r.items.append(self._chunk(f, f.pending + b"\n", f.emit_off, history, True, f.pending_cont, why))
             f.emit_off += len(f.pending)
             f.pending = b""
             f.pending_cont = False

@@ -1,0 +1,361 @@
+"""The live engine: the same pipeline as ``scan``, fed incrementally.
+
+``Tailer`` (files, directories, globs, ``--exec`` commands, the process table) yields whole-line
+chunks and source/process events; each source has a :class:`SourceProcessor` (the very one
+``scan`` uses); findings are merged in a :class:`JobState` and triaged again when something
+that matters changed. The engine yields events, in order:
+
+* ``FindingEvent``   a new finding, as soon as its line (or its traceback) is complete;
+* ``IncidentEvent``  each time the diagnosis changes (initiating rank, signature, collateral,
+  confidence);
+* ``SourceEvent`` / ``ProcessEvent`` from the tailer;
+* ``StallEvent`` / ``StallCleared`` from the silence detector (live lines only);
+* ``LinesEvent``     (only with ``keep_lines``) new lines for a log view.
+
+Parsing runs in one worker thread, never on the event loop: a big history chunk never
+freezes the loop (or the TUI). Memory is bounded: findings are aggregated, line buffers are
+rings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from denpex_tui.core.catalog import Catalog
+from denpex_tui.core.job import JobState, ProcessorResult
+from denpex_tui.core.lineparse import parse_prefix
+from denpex_tui.core.matcher import Matcher
+from denpex_tui.core.model import Finding, Incident, SourceInfo
+from denpex_tui.core.pipeline import SourceProcessor
+from denpex_tui.core.scan import read_tail
+from denpex_tui.core.sources import classify
+from denpex_tui.core.text import safe_line
+from denpex_tui.core.triage import triage
+
+from .sources import Chunk, SourceEvent
+from .stall import StallCleared, StallDetector, StallEvent
+
+__all__ = ["Engine", "FindingEvent", "IncidentEvent", "LinesEvent", "LogLine"]
+
+TRIAGE_INTERVAL_S = 0.25
+STALL_CHECK_S = 1.0
+QUIET_CLOSE_S = 0.5  # a traceback with no new line for this long is complete
+
+
+@dataclass(slots=True)
+class FindingEvent:
+    finding: Finding
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "finding", **self.finding.to_json()}
+
+
+@dataclass(slots=True)
+class IncidentEvent:
+    incident: Incident
+    incidents: list[Incident]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "incident", **self.incident.to_json()}
+
+
+@dataclass(slots=True)
+class LogLine:
+    source: str
+    line: int
+    text: str
+    spans: tuple
+    rank: int | None
+    local: int | None
+    node_key: str | None
+    arrival: float
+
+
+@dataclass(slots=True)
+class LinesEvent:
+    lines: list[LogLine]
+
+
+def _incident_key(i: Incident) -> tuple:
+    init = i.initiating
+    return (
+        i.attempt,
+        init.signature if init else None,
+        init.rank if init else None,
+        tuple(sorted((c.rank if c.rank is not None else -1, c.signature) for c in i.collateral)),
+        tuple(sorted(s.rank if s.rank is not None else -1 for s in i.same_cause)),
+        i.confidence,
+    )
+
+
+class Engine:
+    def __init__(
+        self,
+        paths: list[str],
+        catalog: Catalog,
+        *,
+        execs: list[str] | None = None,
+        from_end: bool = False,
+        processes: bool = True,
+        polite: bool = True,
+        keep_lines: int = 0,
+        tailer_options: dict[str, Any] | None = None,
+    ):
+        self.catalog = catalog
+        self.matcher = Matcher(catalog)
+        self.job = JobState()
+        self.processors: dict[str, SourceProcessor] = {}
+        self._generation: dict[str, int] = {}
+        self._dirty: set[str] = set()
+        self._last_feed: dict[str, float] = {}
+        self._incident_keys: dict[int, tuple] = {}
+        self.incidents: list[Incident] = []
+        self.stalls: dict[Any, float] = {}
+        self.stall = StallDetector()
+        self.keep_lines = keep_lines
+        self.lines: dict[str, deque[LogLine]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="denpex-parse")
+        self._new: list[Any] = []
+        self._emitted: set = set()
+        self._order = 0
+        from .proctable import ProcessTable
+        from .tailer import Tailer
+
+        opts = dict(tailer_options or {})
+        self.proctable = ProcessTable() if processes else None
+        self.tailer = Tailer(paths, execs or [], from_end=from_end, polite=polite, proctable=self.proctable, **opts)
+
+    # -- processing (worker thread) -------------------------------------------------------
+
+    def _processor(self, chunk: Chunk) -> SourceProcessor:
+        sid = chunk.source_id or chunk.path
+        p = self.processors.get(sid)
+        if p is None:
+            if chunk.kind == "exec":
+                info = SourceInfo(path=chunk.path, kind="exec", exec_rank=chunk.rank, order=self._order)
+            else:
+                info = classify(chunk.path, self._order)
+            self._order += 1
+            p = SourceProcessor(info, self.matcher, on_finding=self._new.append)
+            self.processors[sid] = p
+        return p
+
+    def _feed(self, chunks: list[Chunk], now: float) -> list[Any]:
+        """Runs in the parse thread. Returns the events to emit."""
+        out: list[Any] = []
+        lines_out: list[LogLine] = []
+        for c in chunks:
+            p = self._processor(c)
+            if p.info.kind == "error-json":
+                p.feed_error_json(c.data)
+            else:
+                p.feed(c.data, c.offset)
+            sid = c.source_id or c.path
+            self._dirty.add(sid)
+            self._last_feed[sid] = now
+            if not c.history:
+                self._observe_lines(p, c, now, lines_out)
+            elif self.keep_lines:
+                self._observe_lines(p, c, now, lines_out, tail_only=True)
+        out.extend(self._take_new())
+        if lines_out:
+            out.append(LinesEvent(lines_out))
+        return out
+
+    def _observe_lines(self, p: SourceProcessor, c: Chunk, now: float, out: list[LogLine], tail_only=False) -> None:
+        data = c.data
+        n_lines = data.count(b"\n")
+        keep = self.keep_lines if tail_only else n_lines
+        if tail_only and keep <= 0:
+            return
+        first_line = p.line_no - n_lines + 1
+        # Walk the last `keep` lines (all of them for live chunks).
+        start = 0
+        skip = max(0, n_lines - keep)
+        if skip:
+            pos = len(data) - 1
+            for _ in range(keep):
+                pos = data.rfind(b"\n", 0, pos)
+            start = pos + 1
+        lineno = first_line + skip
+        buf = self.lines.get(p.info.path) if self.keep_lines else None
+        if self.keep_lines and buf is None:
+            buf = self.lines[p.info.path] = deque(maxlen=self.keep_lines)
+        info = p.info
+        seen_ranks: set = set()
+        while start < len(data):
+            nl = data.find(b"\n", start)
+            st = safe_line(data[start:nl])
+            pre = parse_prefix(st.text)
+            rank = pre.rank if pre.rank is not None else (pre.task if pre.task is not None else (info.file_rank if info.file_rank is not None else info.exec_rank))
+            local = pre.local_rank if pre.local_rank is not None else info.local_rank
+            if buf is not None:
+                ll = LogLine(info.path, lineno, st.text, st.spans, rank, local, info.node_key, now)
+                buf.append(ll)
+                out.append(ll)
+            if not tail_only and (info.kind != "console" or pre.local_rank is not None or pre.rank is not None):
+                key = rank if rank is not None else (("local", info.node_key, local) if local is not None else None)
+                if key is not None and key not in seen_ranks:
+                    seen_ranks.add(key)
+                    self.stall.observe(key, info.node_key, now)
+            lineno += 1
+            start = nl + 1
+
+    def _close_quiet(self, now: float) -> list[Any]:
+        """Tracebacks whose stream went quiet are complete: close them."""
+        for sid, p in self.processors.items():
+            if p.blocks and now - self._last_feed.get(sid, now) >= QUIET_CLOSE_S:
+                p.close()
+                self._dirty.add(sid)
+        return self._take_new()
+
+    def _take_new(self) -> list[FindingEvent]:
+        """New findings as events: one per (attempt, rank, signature), whichever copy of the
+        line (console, per-rank file, error.json) arrived first."""
+        out = []
+        for f in self._new:
+            if f.rank is None and f.local_rank is not None:
+                f.rank = self.rank_of(("local", f.node_key, f.local_rank))
+            f.node = self.node_name(f.node_key) if f.node is None else f.node
+            key = (f.attempt, f.rank if f.rank is not None else (f.path, f.local_rank), f.signature,
+                   f.exc_type if f.signature == "python.uncaught-exception" else None)
+            if key in self._emitted:
+                continue
+            self._emitted.add(key)
+            out.append(FindingEvent(f))
+        self._new.clear()
+        return out
+
+    def _retriage(self) -> list[Any]:
+        for sid in self._dirty:
+            p = self.processors.get(sid)
+            if p is not None:
+                key = f"{p.info.path}#{self._generation.get(sid, 0)}"
+                self.job.results[key] = ProcessorResult.of(p)
+        self._dirty.clear()
+        self.job._resolved = False
+        stalls = {k: v for k, v in self.stalls.items() if isinstance(k, int)}
+        incidents = triage(self.job, self.catalog, read_tail=read_tail, extra_stalls=stalls or None)
+        out: list[Any] = []
+        for inc in incidents:
+            k = _incident_key(inc)
+            if self._incident_keys.get(inc.attempt) != k:
+                self._incident_keys[inc.attempt] = k
+                out.append(IncidentEvent(inc, incidents))
+        self.incidents = incidents
+        return out
+
+    def _source_event(self, ev: SourceEvent) -> None:
+        if ev.state in ("rotated", "truncated", "replaced", "possibly-lost"):
+            # Lines now restart at 1 in a new generation of the source; the old
+            # generation's findings stay in the job.
+            sid = ev.source_id or ev.path
+            p = self.processors.pop(sid, None)
+            if p is not None:
+                p.close()
+                gen = self._generation.get(sid, 0)
+                self.job.results[f"{p.info.path}#{gen}"] = ProcessorResult.of(p)
+                self._generation[sid] = gen + 1
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def run(self) -> AsyncIterator[Any]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue(maxsize=1024)
+        done = object()
+
+        async def pump() -> None:
+            try:
+                async for item in self.tailer.run():
+                    await queue.put(item)
+            finally:
+                await queue.put(done)
+
+        task = asyncio.create_task(pump())
+        last_triage = 0.0
+        last_stall = time.monotonic()
+        pending_triage = False
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), timeout=TRIAGE_INTERVAL_S)
+                except asyncio.TimeoutError:
+                    item = None
+                if item is done:
+                    break
+                batch: list[Chunk] = []
+                others: list[Any] = []
+                while item is not None and item is not done:
+                    if isinstance(item, Chunk):
+                        batch.append(item)
+                    else:
+                        others.append(item)
+                    if len(batch) >= 256 or queue.empty():
+                        break
+                    item = queue.get_nowait()
+                now = time.monotonic()
+                events: list[Any] = []
+                for ev in others:
+                    if isinstance(ev, SourceEvent):
+                        await loop.run_in_executor(self._pool, self._source_event, ev)
+                        pending_triage = True
+                    elif getattr(ev, "state", None) in ("started", "exited"):
+                        pending_triage = pending_triage or ev.state == "exited"
+                    events.append(ev)
+                if batch:
+                    evs = await loop.run_in_executor(self._pool, self._feed, batch, now)
+                    events.extend(evs)
+                    pending_triage = True
+                closed = await loop.run_in_executor(self._pool, self._close_quiet, now)
+                if closed:
+                    events.extend(closed)
+                    pending_triage = True
+                if now - last_stall >= STALL_CHECK_S:
+                    last_stall = now
+                    for sev in self.stall.check(now):
+                        if isinstance(sev, StallEvent):
+                            self.stalls[sev.rank] = sev.silent_s
+                        elif isinstance(sev, StallCleared):
+                            self.stalls.pop(sev.rank, None)
+                        events.append(sev)
+                        pending_triage = True
+                if pending_triage and now - last_triage >= TRIAGE_INTERVAL_S:
+                    last_triage = now
+                    pending_triage = False
+                    events.extend(await loop.run_in_executor(self._pool, self._retriage))
+                for ev in events:
+                    yield ev
+        finally:
+            self.tailer.stop()
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def stop(self) -> None:
+        self.tailer.stop()
+
+    def rank_of(self, key: Any) -> int | None:
+        """A stall key (a global rank, or ("local", node_key, local)) as a global rank."""
+        if isinstance(key, int) or key is None:
+            return key
+        if isinstance(key, tuple) and len(key) == 3 and key[0] == "local":
+            maps, offsets, _ = self.job.node_maps()
+            nk = key[1] or ""
+            if key[2] in maps.get(nk, {}):
+                return maps[nk][key[2]]
+            if nk in offsets:
+                return key[2] + offsets[nk]
+        return None
+
+    def node_name(self, node_key: str | None) -> str | None:
+        if node_key is None:
+            return None
+        return self.job.node_names().get(node_key, node_key)

@@ -1,0 +1,99 @@
+"""``denpex scan --follow``: the live engine, headless, until SIGINT/SIGTERM (exit 0).
+
+With ``--json``: JSON Lines events (``finding``, ``incident``, ``source``, ``process``,
+``stall``, ``stall-cleared``), flushed one per line: what a user pipes into an alerting hook.
+Without: one readable line per event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from typing import Any
+
+from denpex_tui.core.catalog import load_catalog
+from denpex_tui.core.text import safe_str
+
+from .engine import Engine, FindingEvent, IncidentEvent, LinesEvent
+from .sources import SourceEvent
+from .stall import StallCleared, StallEvent
+
+
+def event_dict(engine: Engine, ev: Any) -> dict[str, Any] | None:
+    if isinstance(ev, LinesEvent):
+        return None
+    if isinstance(ev, StallEvent):
+        return {"event": "stall", "rank": engine.rank_of(ev.rank), "node": engine.node_name(ev.node),
+                "silent_s": round(ev.silent_s, 1), "reason": ev.reason}
+    if isinstance(ev, StallCleared):
+        return {"event": "stall-cleared", "rank": engine.rank_of(ev.rank)}
+    if isinstance(ev, SourceEvent):
+        return {"event": "source", "path": safe_str(ev.path), "state": ev.state, "detail": safe_str(ev.detail)}
+    if hasattr(ev, "to_dict"):
+        return ev.to_dict()
+    return None
+
+
+def readable(d: dict[str, Any]) -> str:
+    kind = d["event"]
+    if kind == "finding":
+        return (f"[finding] rank {d['rank'] if d['rank'] is not None else '?'} {d['signature']} ({d['role']}) "
+                f"{d['path']}:{d['line']}: {d['text']}")
+    if kind == "incident":
+        return f"[incident] {d['summary']} (confidence {d['confidence']})"
+    if kind == "source":
+        return f"[source] {d['state']}: {d['path']}" + (f" ({d['detail']})" if d.get("detail") else "")
+    if kind == "process":
+        return f"[process] pid {d['pid']} rank {d['rank']} {d['state']}"
+    if kind == "stall":
+        return f"[stall] rank {d['rank']} silent for {d['silent_s']:.0f} s ({d.get('reason', '')})"
+    if kind == "stall-cleared":
+        return f"[stall-cleared] rank {d['rank']} logs again"
+    return json.dumps(d)
+
+
+async def _follow(engine: Engine, as_json: bool) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    out = sys.stdout
+
+    async def consume() -> None:
+        async for ev in engine.run():
+            d = event_dict(engine, ev)
+            if d is None:
+                continue
+            out.write((json.dumps(d, ensure_ascii=False) if as_json else readable(d)) + "\n")
+            out.flush()
+
+    task = asyncio.create_task(consume())
+    waiter = asyncio.create_task(stop.wait())
+    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    engine.stop()
+    waiter.cancel()
+    try:
+        await asyncio.wait_for(task, timeout=5)
+    except (asyncio.TimeoutError, asyncio.CancelledError):
+        task.cancel()
+
+
+def run_follow(args, sig_dirs: list[str]) -> int:
+    from denpex_tui.cli import UsageError
+
+    if not args.paths and not args.exec_cmds:
+        raise UsageError("--follow needs a PATH or an --exec command")
+    catalog = load_catalog(sig_dirs)
+    for p in catalog.problems:
+        print(f"denpex: signatures: {p}", file=sys.stderr)
+    engine = Engine(list(args.paths), catalog, execs=list(args.exec_cmds or []))
+    try:
+        asyncio.run(_follow(engine, args.json))
+    except KeyboardInterrupt:
+        pass
+    return 0
