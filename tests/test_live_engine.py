@@ -1,0 +1,76 @@
+"""The live engine = the scan pipeline fed incrementally: same diagnosis, events once."""
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from denpex_tui.core.catalog import load_catalog
+from denpex_tui.demo import DEMO_FAILING_RANK, DEMO_RANKS, play_demo_job
+from denpex_tui.live.engine import Engine, FindingEvent, IncidentEvent
+
+
+def _follow_demo(tmp_path, seconds=6.0):
+    events = []
+
+    async def main():
+        eng = Engine([str(tmp_path)], load_catalog(include_user=False), processes=False)
+        writer = threading.Thread(target=play_demo_job, args=(str(tmp_path),), kwargs=dict(realtime=True, speed=25))
+
+        async def stopper():
+            await asyncio.sleep(seconds)
+            eng.stop()
+
+        asyncio.get_running_loop().create_task(stopper())
+        writer.start()
+        async for ev in eng.run():
+            events.append(ev)
+        writer.join()
+        return eng
+
+    return asyncio.run(main()), events
+
+
+def test_live_diagnosis_matches_scan_and_findings_are_emitted_once(tmp_path):
+    eng, events = _follow_demo(tmp_path)
+    incidents = [e.incident for e in events if isinstance(e, IncidentEvent)]
+    assert incidents, "no incident event"
+    last = incidents[-1]
+    assert last.initiating.rank == DEMO_FAILING_RANK
+    assert last.initiating.signature == "torch.save-write-failed"
+    assert {c.rank for c in last.collateral} == set(range(DEMO_RANKS)) - {DEMO_FAILING_RANK}
+    keys = [(e.finding.attempt, e.finding.rank, e.finding.signature) for e in events
+            if isinstance(e, FindingEvent) and e.finding.rank is not None]
+    assert len(keys) == len(set(keys)), "a finding was emitted twice (console and per-rank copies)"
+    # Same answer as the history path over the finished files.
+    from denpex_tui.core.scan import scan_paths
+
+    r = scan_paths([str(tmp_path)], include_user=False)
+    assert r.incidents[0].initiating.rank == last.initiating.rank
+    assert len(r.incidents[0].collateral) == len(last.collateral)
+
+
+def test_scan_follow_json_lines_and_clean_exit_on_sigterm(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "denpex_tui", "scan", "--follow", "--json", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        play_demo_job(str(tmp_path), realtime=True, speed=50)
+        time.sleep(2.5)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    docs = [json.loads(l) for l in out.splitlines() if l.strip()]
+    kinds = {d["event"] for d in docs}
+    assert {"source", "finding", "incident"} <= kinds
+    inc = [d for d in docs if d["event"] == "incident"][-1]
+    assert inc["initiating"]["rank"] == DEMO_FAILING_RANK
+    assert all(d["state"] in ("added", "rotated", "truncated", "replaced", "deleted", "error", "possibly-lost", "exited")
+               for d in docs if d["event"] == "source")
