@@ -50,7 +50,7 @@ def _default_finder() -> Callable[[], list]:
 
 
 def _stat_create_time(pid: int, proc: str) -> float | None:
-    """create_time of a pid computed like psutil (None if gone)."""
+    """create_time of a pid computed like psutil (None if gone or a zombie)."""
     try:
         from denpex_tui.probes.processes import create_time_from_ticks, read_stat
     except ImportError:  # pragma: no cover - probes not installed
@@ -61,7 +61,7 @@ def _stat_create_time(pid: int, proc: str) -> float | None:
         except Exception:
             return None
     st = read_stat(pid, proc)
-    if st is None:
+    if st is None or st[2] in ("Z", "X"):  # a zombie has exited: only its parent's wait() is missing
         return None
     return create_time_from_ticks(st[1])
 

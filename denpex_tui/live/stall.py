@@ -21,8 +21,9 @@ rank that has not logged at all.
 *Stall of one rank.*  Rank r is stalled when it has been silent for at least its
 threshold **and** at least ``peer_quorum`` (half) of the other ranks logged at least
 ``max(cadence_r, min_lead_s)`` after r's last line.  So r is named when its peers go on
-without it (reason ``"peers-continue"``), and also when they stopped later, waiting
-for it in a collective (reason ``"first-to-stop"``): the first to stop is the suspect.
+without it (reason ``"peers-continue"``: some peer logged within about two of its own
+intervals), and also when they stopped shortly after it, waiting for it in a
+collective (reason ``"first-to-stop"``): the first to stop is the suspect.
 Ranks that stop together (within the lead) are not told apart: no rank is named.
 
 *Job-wide stall.*  When every rank with a known cadence is past its threshold, one
@@ -190,8 +191,9 @@ class StallDetector:
             lead = max(cad, self.min_lead_s)
             after = len(lasts) - bisect.bisect_left(lasts, s.last + lead)
             if after >= max(1, self.peer_quorum * n_others):
+                # a peer still "goes on" if it logged within about two of its intervals
                 active = any(
-                    now - o.last < self.threshold(own[q] if own[q] is not None else peer_cad)
+                    now - o.last <= 2 * (own[q] if own[q] is not None else peer_cad) + self.burst_gap_s
                     for q, o in self._ranks.items() if q != r
                 )
                 s.stalled = True
