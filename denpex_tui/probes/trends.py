@@ -12,7 +12,7 @@ Steadiness rule (one place, tested):
   points (save index, fds). Least squares over those; *steady* when there are at least
   ``save_min_points`` points (default 3, i.e. two full save-to-save intervals) and R² >=
   ``save_r2`` (default 0.9), or all the deltas are equal. Save events closer together than
-  ``save_merge_s`` (default 1 s) are one save (DeepSpeed logs a save on rank 0 and per file).
+  ``save_merge_s`` (default 0.5 s) are one save (DeepSpeed logs a save on rank 0 and per file).
 
 An ETA is given only for a steady trend that moves toward the limit (fds up, free space down)
 and lands within ``max_eta_s`` (default 30 days); otherwise there is no ETA, not a guess.
@@ -222,7 +222,7 @@ class TrendTracker:
         save_r2: float = 0.9,
         max_saves: int = 200,
         max_eta_s: float = 30 * 86400.0,
-        save_merge_s: float = 1.0,
+        save_merge_s: float = 0.5,
     ):
         self.window_s = window_s
         self.max_points = max_points
