@@ -52,6 +52,7 @@ STATUS_NAMES = {
 }
 
 DELETED_SUFFIX = " (deleted)"
+_MISSING = object()
 
 
 class _Gone(Exception):
@@ -192,48 +193,62 @@ def _read_fds(
     kinds = {"file": 0, "socket": 0, "pipe": 0, "anon": 0, "shm": 0, "dev": 0, "other": 0}
     under = {w: 0 for w in watched}
     mounts: dict[str, int] = {}
+    dir_mount: dict[str, object] = {}  # parent dir -> mount point (most fds share a few dirs)
     deleted: dict[tuple[int, int], DeletedFile] = {}
     shm_inodes: dict[tuple[int, int], int] = {}
     n = 0
     vanished = 0
     readlink = os.readlink
+    # one open of /proc/PID/fd, then readlink/stat relative to it: no path walk per fd
     try:
-        with os.scandir(fd_dir) as it:
-            entries = [(e.name, e.path) for e in it]
+        dfd = os.open(fd_dir, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
     except (FileNotFoundError, ProcessLookupError):
         return "exited"
     except PermissionError:
         return "access denied"
     except OSError as e:
         return f"unreadable ({e.strerror or e})"
-    for name, path in entries:
+    try:
         try:
-            target = readlink(path)
-        except FileNotFoundError:
-            vanished += 1  # closed meanwhile (or the process exited: checked below)
-            continue
+            names = os.listdir(dfd)
+        except (FileNotFoundError, ProcessLookupError):
+            return "exited"
         except PermissionError:
             return "access denied"
-        except OSError:
-            vanished += 1
-            continue
-        n += 1
-        kind = classify_target(target)
-        kinds[kind] += 1
-        is_deleted = target.endswith(DELETED_SUFFIX)
-        if kind == "file" or kind == "shm":
+        except OSError as e:
+            return f"unreadable ({e.strerror or e})"
+        for name in names:
+            try:
+                target = readlink(name, dir_fd=dfd)
+            except FileNotFoundError:
+                vanished += 1  # closed meanwhile (or the process exited: checked below)
+                continue
+            except PermissionError:
+                return "access denied"
+            except OSError:
+                vanished += 1
+                continue
+            n += 1
+            kind = classify_target(target)
+            kinds[kind] += 1
+            if kind != "file" and kind != "shm":
+                continue
+            is_deleted = target.endswith(DELETED_SUFFIX)
             name_path = target[: -len(DELETED_SUFFIX)] if is_deleted else target
             if kind == "file":
                 for w in watched:
                     if is_under(name_path, w):
                         under[w] += 1
                 if mount_of is not None:
-                    mp = mount_of(name_path)
+                    parent = name_path[: name_path.rfind("/")] or "/"
+                    mp = dir_mount.get(parent, _MISSING)
+                    if mp is _MISSING:
+                        mp = dir_mount[parent] = mount_of(name_path)
                     if mp is not None:
-                        mounts[mp] = mounts.get(mp, 0) + 1
+                        mounts[mp] = mounts.get(mp, 0) + 1  # type: ignore[index]
             if is_deleted or kind == "shm":
                 try:
-                    st = os.stat(path)  # follows the fd link to the (orphaned) inode
+                    st = os.stat(name, dir_fd=dfd)  # follows the fd link to the (orphaned) inode
                 except OSError:
                     continue
                 if not _stat.S_ISREG(st.st_mode):
@@ -247,6 +262,8 @@ def _read_fds(
                         fd=int(name), path=name_path, bytes=alloc, size=st.st_size,
                         dev=st.st_dev, ino=st.st_ino,
                     )
+    finally:
+        os.close(dfd)
     if vanished:
         # an fd that vanished is usually one closed meanwhile; if the process itself went away,
         # what we counted is not a reading of a live process

@@ -158,16 +158,18 @@ class MountTable:
 
     def find(self, path: str) -> Mount | None:
         """The mount holding absolute ``path`` (string lookup, no syscall)."""
-        p = os.path.normpath(path) if path else "/"
-        if not p.startswith("/"):
-            p = os.path.abspath(p)
+        p = path or "/"
+        if not p.startswith("/") or "//" in p or "/." in p or (len(p) > 1 and p.endswith("/")):
+            p = os.path.abspath(p)  # normalizes too
+        by = self._by_point
         while True:
-            m = self._by_point.get(p)
+            m = by.get(p)
             if m is not None:
                 return m
             if p == "/":
                 return None
-            p = os.path.dirname(p)
+            i = p.rfind("/")
+            p = p[:i] if i > 0 else "/"
 
 
 def is_under(path: str, root: str) -> bool:
