@@ -107,9 +107,11 @@ class Differential:
     note: str = NOTE
     mount: str | None = None
     fstype: str | None = None
+    measured_path: str | None = None  # what statvfs was run on (nearest existing ancestor)
     candidates: list[Candidate] = field(default_factory=list)
     checklist: list[ChecklistResult] = field(default_factory=list)
     metrics: dict[str, float | None] = field(default_factory=dict)
+    caveats: list[str] = field(default_factory=list)
 
     def likely(self) -> list[Candidate]:
         return [c for c in self.candidates if c.verdict == LIKELY]
@@ -130,7 +132,9 @@ class Differential:
             "mount": self.mount,
             "fstype": self.fstype,
             "measured_at": self.measured_at,
+            "measured_path": self.measured_path,
             "note": self.note,
+            "caveats": list(self.caveats),
             "candidates": [c.to_json() for c in self.candidates],
             "checklist": [c.to_json() for c in self.checklist],
             "metrics": {k: _r(v) for k, v in self.metrics.items()},
@@ -388,26 +392,58 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
     t = snapshot.time
     if pr is not None and pr is not snapshot.path_reading(pr.path) and pr is not snapshot.shm:
         t = time.time()  # measured just now, outside the snapshot
-    metrics = metrics_for(path, snapshot, trends=trends, pid=pid, du=du)
+    # the readings are of the failing path's filesystem only if the path, or the directory it
+    # names a file in, exists here; a higher ancestor may be another filesystem altogether
+    # (a node-local disk on a head node, a tmpfs that is gone)
+    reliable = True
+    if pr is not None and path is not None and not pr.is_shm and pr.exists is False:
+        named_dir = os.path.normpath(os.path.dirname(os.path.abspath(path)))
+        reliable = pr.measured_path == named_dir
+    metrics = metrics_for(path, snapshot, trends=trends, pid=pid, du=du and reliable)
+    if not reliable:
+        for k in ("path.bytes_free_pct", "path.inodes_free_pct", "path.bytes_reserved_pct",
+                  "path.df_du_gap_pct"):
+            metrics[k] = None
     d = Differential(signature_id=signature_id, kind=kind, path=path,
                      measured_at=iso_time(t), measured_at_unix=t,
                      mount=pr.mount if pr else None, fstype=pr.fstype if pr else None,
                      metrics=metrics)
+    d.measured_path = pr.measured_path if pr else None
+    if not reliable and kind == "enospc":
+        d.caveats.append(
+            f"{path or pr.path} does not exist on this machine ({snapshot.host}): the readings are "
+            f"of {pr.measured_path}, which may not be the filesystem that failed; run denpex "
+            "probe on the node that logged the error")
+    if pr is not None and pr.error is not None:
+        d.caveats.append(f"the path could not be measured: {pr.error}")
+    if kind == "emfile" and not _workers(snapshot, pid):
+        d.caveats.append("no training process is running here: the process that hit the limit "
+                         "has exited, and its fds with it")
     if kind == "emfile":
         d.candidates = _emfile_candidates(snapshot, trends, pid, metrics)
     else:
-        d.candidates = _enospc_candidates(signature_id, path, pr, snapshot, pid, metrics, du)
+        d.candidates = _enospc_candidates(
+            signature_id, path, pr, snapshot, pid, metrics, du and reliable,
+            where=None if reliable else os.path.dirname(os.path.abspath(path or "/")))
+        if not reliable and pr is not None:
+            for c in d.candidates:
+                if c.cause in ("blocks", "inodes", "reserved", "deleted-open"):
+                    c.verdict = UNKNOWN
+                    c.evidence = (f"not measurable here: {path} does not exist; on "
+                                  f"{pr.measured_path} {c.evidence}")
     items = checklist if checklist is not None else load_checklist(signature_id)
     d.checklist = evaluate_checklist(items, metrics)
     return d
 
 
 def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap: Snapshot,
-                       pid: int | None, m: dict, du: bool) -> list[Candidate]:
+                       pid: int | None, m: dict, du: bool,
+                       where: str | None = None) -> list[Candidate]:
     out: list[Candidate] = []
     shm_path = path is not None and _is_shm_name(path)
     target = path or (pr.path if pr else "<path>")
-    where = pr.measured_path if pr and pr.measured_path else target
+    if where is None:
+        where = pr.measured_path if pr and pr.measured_path else target
     if pr is None or pr.error is not None:
         why = (pr.error if pr is not None else "no path to measure") or "unreadable"
         for cause, title in (("blocks", "blocks exhausted"), ("inodes", "inodes exhausted"),
@@ -566,8 +602,9 @@ def _deleted_candidate(pr: PathReading, snap: Snapshot, pid: int | None, m: dict
         ev = "no deleted-but-open files in the watched processes" + (
             f", but df-du gap is {_p(gap)}" if gap is not None else
             f"; du not measured ({gap_reason})" if gap_reason else "")
+    at = pr.mount if pr.mount and where == pr.measured_path else where
     return Candidate("deleted-open", "deleted-but-open files hold the space", v, ev, meas,
-                     f"lsof +L1 {pr.mount or where} ; du -sxh {pr.mount or where}")
+                     f"lsof +L1 {at} ; du -sxh {at}")
 
 
 def _emfile_candidates(snap: Snapshot, trends, pid: int | None, m: dict) -> list[Candidate]:

@@ -205,6 +205,8 @@ def _diff_lines(d) -> list[Line]:
     out: list[Line] = []
     where = f" on {safe(d.path, 160)}" if d.path else ""
     out.append([(f"Differential: {safe(d.signature_id)}{where}", "title")])
+    for c in getattr(d, "caveats", ()):
+        out.append([("  caveat: ", "warn"), (safe(c, 300), "warn")])
     order = {"likely": 0, "unknown": 1, "unlikely": 2}
     for c in sorted(d.candidates, key=lambda c: order.get(c.verdict, 3)):
         out.append([(f"  {c.verdict:<9}", c.verdict), (f"{safe(c.title)}: ", ""),
