@@ -230,3 +230,16 @@ def test_follower_sees_only_new_save_lines(tmp_path):
     log.write_text("[rank0]: Saving checkpoint step 1\n")  # truncated / rewritten
     [ev] = fol.poll()
     assert ev.rank == 0
+
+
+def test_follower_reports_new_watch_paths_with_line_numbers(tmp_path):
+    log = tmp_path / "console.log"
+    log.write_text("line 1\n")
+    fol = LogFollower([str(log)])
+    with open(log, "a") as fh:
+        fh.write("line 2\n[2026-01-01 10:00:00.123456] saving checkpoint at iteration     100 "
+                 "to /ckpt in torch_dist format\n")
+    s = fol.poll_all()
+    assert [w.wanted for w in s.watch] == ["/ckpt"]
+    assert s.watch[0].line_no == 2  # counted from where following started
+    assert len(s.saves) == 1

@@ -212,8 +212,11 @@ def _stream(prober, trends, logs, interval: float, count: int | None, follower_c
         while not stop.is_set():
             if follower is not None:
                 now = time.time()
-                for ev in follower.poll():
+                new = follower.poll_all()
+                for ev in new.saves:
                     trends.note_checkpoint_save(ev.rank, now, local_rank=ev.local_rank)
+                for w in new.watch:  # a new checkpoint dir, nvme_path, error path
+                    prober.add_path(w.path, "log: " + w.why, w.source_line)
             snap = prober.snapshot()
             trends.ingest(snap)
             out = snap.to_json()

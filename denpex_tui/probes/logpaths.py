@@ -470,7 +470,8 @@ def paths_from_logs(paths: list[str]) -> list[WatchPath]:
 class LogFollower:
     """Follows log files for new checkpoint-save lines (for TrendTracker.note_checkpoint_save)
     while ``denpex probe --stream`` runs. Starts at the current end of each file; handles
-    truncation; reads at most ``max_bytes`` per file per poll."""
+    truncation; reads at most ``max_bytes`` per file per poll. Line numbers count from where
+    following started (counting a multi-GB file's earlier lines is not worth reading it)."""
 
     def __init__(self, paths: list[str], max_bytes: int = 8 << 20):
         self.paths = list(paths)
@@ -489,7 +490,12 @@ class LogFollower:
         return list(_iter_files(self.paths, scan))
 
     def poll(self) -> list[SaveEvent]:
-        events: list[SaveEvent] = []
+        """Checkpoint-save lines appended since the last poll."""
+        return self.poll_all().saves
+
+    def poll_all(self) -> LogScan:
+        """Everything the new lines name: save events, watch paths, error lines."""
+        out = LogScan()
         for fn in self._files():
             try:
                 size = os.path.getsize(fn)
@@ -498,6 +504,7 @@ class LogFollower:
             off = self._off.get(fn, 0)
             if size < off:  # truncated or rotated in place
                 off = 0
+                self._lines[fn] = 0
             if size == off:
                 self._off[fn] = off
                 continue
@@ -515,11 +522,13 @@ class LogFollower:
                 continue
             block = data[: nl + 1]
             self._off[fn] = off + nl + 1
-            part = LogScan()
-            for no, text in _emit(block, 0):
-                scan_line(text, fn, no, part)
-            events.extend(part.saves)
-        return events
+            base = self._lines.get(fn, 0)
+            for no, text in _emit(block, base):
+                scan_line(text, fn, no, out)
+            self._lines[fn] = base + block.count(b"\n")
+            out.bytes_read += len(block)
+        out.watch = _dedupe(out.watch)
+        return out
 
 
 __all__ = [

@@ -276,6 +276,7 @@ class Prober:
         self._last_discovery = 0.0
         self._need_discovery = False
         self.last_discovery_cost_s: float | None = None
+        self.last_discovery_error: str | None = None
         for p in paths:
             self.add_path(p, "--path")
         if watch_shm and os.path.isdir(SHM):
@@ -320,7 +321,13 @@ class Prober:
 
     def _discover(self, now: float) -> None:
         t0 = time.perf_counter()
-        found = self.finder()
+        try:
+            found = self.finder()
+        except Exception as e:  # noqa: BLE001 - keep the last known set rather than crash
+            self.last_discovery_error = f"{type(e).__name__}: {e}"
+            self._last_discovery = now
+            return
+        self.last_discovery_error = None
         self.last_discovery_cost_s = time.perf_counter() - t0
         self._last_discovery = now
         seen = set()
