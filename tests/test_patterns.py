@@ -36,3 +36,21 @@ def test_prefilter_finds_candidate_lines_only():
     starts = pf.line_starts(data)
     lines = [data[s : data.index(b"\n", s)] for s in starts]
     assert lines == [b"OSError: [Errno 28] No space left on device: 'x'", b"OSError: [Errno 24] Too Many Open Files"]
+
+
+def test_both_prefilter_backends_find_the_same_lines(monkeypatch):
+    from denpex_tui.core import patterns
+
+    lits = [("No space left on device", False), ("too many open files", True), ("Traceback (most recent", False)]
+    data = (b"x\n" * 1000 + b"OSError: [Errno 28] No space left on device\n" + b"y\n" * 1000
+            + b"[rank1]: Traceback (most recent call last):\nTOO MANY OPEN FILES\n") * 3
+    got = {}
+    for backend in ("hyperscan", "re2"):
+        if backend == "hyperscan" and not patterns.HAVE_HYPERSCAN:
+            continue
+        monkeypatch.setenv("DENPEX_PREFILTER", backend)
+        pf = Prefilter(lits)
+        assert pf.backend == backend
+        got[backend] = pf.line_starts(data)
+    assert len(got["re2"]) == 9
+    assert len({tuple(v) for v in got.values()}) == 1

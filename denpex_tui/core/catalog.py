@@ -22,6 +22,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .commands import TemplateError, parse_template
 from .patterns import CompiledPattern, PatternError, compile_pattern
+from .text import has_control
 
 __all__ = [
     "PHASES",
@@ -176,6 +177,13 @@ class _Invalid(Exception):
         self.message = message
 
 
+def _no_control(key: str, v: str) -> str:
+    # Pack text reaches the terminal and the clipboard: a third-party pack is untrusted.
+    if has_control(v.replace("\n", " ")):
+        raise _Invalid(key, "contains a control character (escape sequences are not allowed)")
+    return v
+
+
 def _str(d: dict, key: str, required: bool = True, default: str = "") -> str:
     if key not in d:
         if required:
@@ -184,7 +192,7 @@ def _str(d: dict, key: str, required: bool = True, default: str = "") -> str:
     v = d[key]
     if not isinstance(v, str) or (required and not v.strip()):
         raise _Invalid(key, "must be a non-empty string")
-    return v.strip()
+    return _no_control(key, v.strip())
 
 
 def _str_list(d: dict, key: str, required: bool = True, allow_empty: bool = False) -> tuple[str, ...]:
@@ -197,7 +205,7 @@ def _str_list(d: dict, key: str, required: bool = True, allow_empty: bool = Fals
         raise _Invalid(key, "must be an array of strings")
     if required and not v and not allow_empty:
         raise _Invalid(key, "must not be empty")
-    return tuple(x.strip() for x in v)
+    return tuple(_no_control(f"{key}[{i}]", x.strip()) for i, x in enumerate(v))
 
 
 def _bool(d: dict, key: str) -> bool:

@@ -28,6 +28,9 @@ _NUMERIC = {"pid", "rank", "line"}
 _PATHLIKE = {"path", "dir", "log", "nvme_path", "ckpt_dir"}
 _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|[{}]")
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+# What text.safe_line leaves where a control character was: such a value is not the real
+# path any more (and \ufffd means the bytes were not UTF-8): refuse rather than mislead.
+_ESCAPED = re.compile(r"\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|\ufffd")
 
 
 class TemplateError(ValueError):
@@ -86,7 +89,7 @@ class RenderedCommand:
 def _check_value(name: str, value: object) -> str | None:
     """The value as a shell word, or None when it must be refused."""
     s = str(value)
-    if not s or has_control(s):
+    if not s or has_control(s) or _ESCAPED.search(s):
         return None
     if name in _NUMERIC:
         return s if s.isdigit() else None

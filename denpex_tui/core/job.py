@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from .text import safe_str
+
 import os
 from dataclasses import dataclass, field
 
@@ -33,7 +35,7 @@ class SourceSummary:
 
     def to_json(self) -> dict:
         return {
-            "path": self.path,
+            "path": safe_str(self.path),
             "kind": self.kind,
             "ranks": self.ranks,
             "node": self.node,
@@ -185,7 +187,8 @@ class JobState:
         best: dict[tuple, Finding] = {}
         for r in self.results.values():
             for f in r.findings:
-                k = (f.attempt, f.rank if f.rank is not None else ("?", f.node_key, f.local_rank), f.signature,
+                # Without a global rank, copies cannot be matched across files: key by file.
+                k = (f.attempt, f.rank if f.rank is not None else ("?", f.path, f.local_rank), f.signature,
                      f.exc_type if f.signature == "python.uncaught-exception" else None)
                 cur = best.get(k)
                 if cur is None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .text import safe_str
+
 __all__ = [
     "SourceInfo",
     "Finding",
@@ -113,21 +115,16 @@ class Finding:
             "local_rank": self.local_rank,
             "node": self.node,
             "attempt": self.attempt,
-            "path": self.path,
+            "path": safe_str(self.path),
             "line": self.line,
             "text_line": self.text_line,
-            "time": iso(self.time) if not self.time_text or self.time is None else _as_written(self),
+            "time": iso(self.time),
             "time_approx": self.time_approx,
             "text": self.text,
             "count": self.count,
             "exception": self.exc_type,
             "origin_frame": self.origin_frame,
         }
-
-
-def _as_written(f: Finding) -> str:
-    # ISO 8601, with the offset when the log gave one, else as written (naive).
-    return iso(f.time)  # type: ignore[return-value]
 
 
 @dataclass
@@ -200,7 +197,7 @@ class Incident:
                 "role": f.role,
                 "rank": f.rank,
                 "node": f.node,
-                "path": f.path,
+                "path": safe_str(f.path),
                 "line": f.line,
                 "time": iso(f.time),
                 "time_approx": f.time_approx,

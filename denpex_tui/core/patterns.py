@@ -15,6 +15,7 @@ available, else one RE2 alternation), and full patterns run only on lines holdin
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -196,7 +197,8 @@ class Prefilter:
         self._rx = None
         if not literals:
             return
-        if HAVE_HYPERSCAN:
+        # DENPEX_PREFILTER=re2 forces the portable backend (benchmarks, tests of the fallback).
+        if HAVE_HYPERSCAN and os.environ.get("DENPEX_PREFILTER", "") != "re2":
             try:
                 db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
                 exprs = [re.escape(lit).encode("utf-8") for lit, _ in literals]

@@ -187,9 +187,11 @@ def _walk(root: str, warnings: list[str], budget: int) -> Iterator[str]:
 
 def _sniff(head: bytes) -> str:
     """'utf-16-le', 'utf-16-be', 'binary' or 'text'."""
-    if head.startswith(b"\xff\xfe"):
+    # A BOM alone is not proof (a log can start with any bytes): the text after it must
+    # look like UTF-16 too (mostly NUL high bytes for the ASCII that logs are made of).
+    if head.startswith(b"\xff\xfe") and _mostly_nul(head[3:4096:2]):
         return "utf-16-le"
-    if head.startswith(b"\xfe\xff"):
+    if head.startswith(b"\xfe\xff") and _mostly_nul(head[2:4096:2]):
         return "utf-16-be"
     if head.startswith(b"\x1f\x8b"):
         return "gzip"
@@ -206,6 +208,10 @@ def _sniff(head: bytes) -> str:
     if nul > len(sample) // 100 + 4 or ctrl > len(sample) // 10 + 8:
         return "binary"
     return "text"
+
+
+def _mostly_nul(sample: bytes) -> bool:
+    return bool(sample) and sample.count(0) >= len(sample) * 0.6
 
 
 def _open(path: str):

@@ -17,6 +17,7 @@ from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.fixes import fix_panel
 from denpex_tui.core.model import Finding, Incident, iso
 from denpex_tui.core.scan import ScanResult
+from denpex_tui.core.text import safe_str
 from denpex_tui.core.triage import rank_ranges
 
 __all__ = ["make_console", "print_scan", "print_finding_block"]
@@ -30,11 +31,13 @@ def make_console(file: TextIO | None = None) -> Console:
 
 
 def _rel(path: str) -> str:
+    """A path for display: relative when under the working directory, always safe text
+    (a file name can hold escape sequences too)."""
     try:
         rel = os.path.relpath(path)
     except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
+        rel = path
+    return safe_str(path if rel.startswith("..") else rel)
 
 
 def _when(f: Finding) -> str:
