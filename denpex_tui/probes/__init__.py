@@ -1,0 +1,28 @@
+"""Live measurements that decide between the causes of ENOSPC and EMFILE (domain core: no
+textual, no rich, no network, never writes to a watched path).
+
+Public API (stable; other parts of Denpex import these):
+
+* ``processes.find_training_processes(include_helpers=False) -> list[TrainingProcess]``
+  (pid, ppid, rank, local_rank, world_size, cmdline, create_time, role); also ``read_stat``,
+  ``read_cmdline``, ``read_environ``, ``create_time_from_ticks``.
+* ``readings``: ``ProcessReading``, ``PathReading``, ``Snapshot`` (``to_json()`` = the schema-1
+  face of ``denpex probe --json`` / ``--stream``).
+* ``sampler.Prober(pids=None, paths=(), ...)`` with ``snapshot() -> Snapshot`` and
+  ``add_path(path, why, source_line=None)``; ``sampler.read_path(path)``.
+* ``facade.read_process(pid, expect_create_time=None, ...)``: never raises, degrades to
+  ``readable=False`` with null readings.
+* ``trends.TrendTracker``: ``ingest(snapshot)``, ``note_checkpoint_save(rank, time,
+  local_rank=None)``, ``process_trend(pid)``, ``path_trend(path)``, ``fd_growth_per_save(pid)``,
+  ``eta_lines()``.
+* ``conditions.parse_condition(text) -> Condition`` (``evaluate(metrics) -> bool | None``),
+  ``conditions.METRICS``.
+* ``differential.differential(signature_id, path, snapshot, trends) -> Differential``,
+  ``differential.metrics_for(path, snapshot, trends=None) -> dict``,
+  ``differential.differential_kind(signature_id)``.
+* ``logpaths.paths_from_logs(paths) -> list[WatchPath]``, ``scan_logs(paths) -> LogScan``
+  (watch paths, ENOSPC/EMFILE error lines, checkpoint-save lines), ``LogFollower``.
+* ``cli.add_parser(subparsers)`` / ``cli.run(args) -> int``: ``denpex probe``.
+
+Nothing is imported here, so ``import denpex_tui.probes.conditions`` stays cheap.
+"""
