@@ -721,9 +721,9 @@ class FileFollower:
                 return
         for o in list(self.old):
             self._poll_old(o, now, r)
-            if o.static and o in self.old:
+            if (o.static and o in self.old) or r.more:
                 r.more = True
-                return  # finish the recovered copy before reading the new content
+                return  # finish the old file (or recovered copy) before reading the new one
         f = self.cur
         try:
             st = os_fstat(f.fd)
@@ -844,11 +844,22 @@ class FileFollower:
                     new.tail, new.ckpts = cur.tail, cur.ckpts
                     cur.pending = b""
                     detail = f"replaced by a file with the same content up to offset {cur.pos}; continuing there"
+        # The new name exists now, so whatever the writer put in the old file before
+        # creating the new one is visible: drain it first, so lines stay in order.
+        try:
+            st_old = os_fstat(cur.fd)
+            r.calls += 1
+            if st_old.st_size > cur.pos:
+                self._read(cur, st_old.st_size, now, r)
+        except OSError:
+            pass
         cur.last_growth = now
         cur.note = "late write to the old (rotated) file"
         self.old.append(cur)
         self.cur = new
         self._event(r, state, detail)
+        if r.more:
+            return  # the old file is not drained yet (budget): the new one waits
         # read the new file right away (lower latency after a rotation)
         try:
             st = os_fstat(new.fd)
