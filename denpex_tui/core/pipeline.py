@@ -93,6 +93,7 @@ class _Block:
     pending_original: bool = False
     rank_override: int | None = None
     priority: int | None = None
+    end_line: int = 0  # last line of the block that belongs to it (exception or its message)
 
 
 @dataclass
@@ -454,6 +455,7 @@ class SourceProcessor:
             exc_type = mexc.group("type") if mexc else stripped.split(":", 1)[0][:80]
             sig = self.matcher.match(text) if candidate else None
             b.exceptions.append(_Exc(exc_type, stripped, raw_text, lineno, off, sig, original=b.pending_original))
+            b.end_line = lineno
             b.pending_original = False
             b.state = "after"
             b.blanks = 0
@@ -489,6 +491,7 @@ class SourceProcessor:
             return False
         # Continuation of a multi-line exception message (NCCL "Last error:" lines...).
         b.continuation += 1
+        b.end_line = lineno
         if candidate and b.exceptions:
             sig = self.matcher.match(text)
             if sig is not None:
@@ -531,6 +534,7 @@ class SourceProcessor:
             chained=chained,
             time_approx=b.time_approx,
             priority=b.priority,
+            extra={"tb_end_line": b.end_line or tline},
         )
         # Later exceptions of the chain with their own signature are context, kept for the view.
         for e in b.exceptions:

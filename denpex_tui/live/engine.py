@@ -342,6 +342,15 @@ class Engine:
     def stop(self) -> None:
         self.tailer.stop()
 
+    async def call(self, fn, *args):
+        """Run ``fn(*args)`` in the parse thread, between two batches: the one safe way for a
+        consumer (the TUI) to read ``job``/``processors`` while ``run()`` is going."""
+        try:
+            fut = asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        except RuntimeError:  # the pool is shut down: the engine stopped, nothing mutates now
+            return fn(*args)
+        return await fut
+
     def rank_of(self, key: Any) -> int | None:
         """A stall key (a global rank, or ("local", node_key, local)) as a global rank."""
         if isinstance(key, int) or key is None:
