@@ -101,6 +101,9 @@ def incident_values(finding: Finding | None, job: JobState | None) -> dict[str, 
         for fe in job.failure_entries():
             if fe.rank == finding.rank and fe.pid is not None and fe.attempt == finding.attempt:
                 v["pid"] = fe.pid
+    if path and "/zero_stage_3/" in path and not v.get("nvme_path"):
+        # DeepSpeed's swap layout: <nvme_path>/zero_stage_3/<kind>/rank<N>/<id>.tensor.swp
+        v["nvme_path"] = path.split("/zero_stage_3/", 1)[0] or "/"
     if path:
         v["path"] = path
         v["dir"] = path if path.endswith("/") or path == "/dev/shm" else (os.path.dirname(path) or ".")

@@ -356,7 +356,7 @@ def _first_warning(f: Finding, job: JobState, catalog: Catalog, read_tail) -> di
         if end is None and lines and not lines[-1]:
             lines.pop()
         # Line numbers: known exactly only in the same file (counted back from the error).
-        base = f.text_line - len(lines) if same_file else None
+        base = f.text_line - (len(lines) - 1) if same_file else None
         for i, raw in enumerate(lines):
             if i == 0 and (end is None or len(blob) >= (2 << 20)):
                 continue  # maybe a partial line

@@ -1,0 +1,44 @@
+"""Triage rules beyond the corpus cases, on real message texts."""
+
+from denpex_tui.core.scan import scan_paths
+
+# DeepSpeed's logger format (failure-messages.md B2) around real message texts: the corpus's
+# unrelated lr-scheduler warning, A11's NVMe warning, then A1's ENOSPC on a swap file.
+LR_WARN = ("[2026-11-29 10:00:01,000] [WARNING] [lr_schedules.py:759:get_lr] Attempting to get learning rate from "
+           "scheduler before it has started")
+NVME_WARN = ("[2026-11-29 10:00:02,000] [WARNING] [logging.py:107:log_dist] Offloading to NVMe can generate heavy "
+             "write traffic. On consumer/home SSDs, repeatedly offloading data (e.g. optimizer states, hidden states) "
+             "can blow through the drive's rated write endurance (TBW) and shorten its lifespan. Prefer "
+             "enterprise/datacenter SSDs for sustained offloading workloads.")
+STEP = "[2026-11-29 10:00:05,000] [INFO] [logging.py:123:log_dist] [Rank 3] step=10, skipped=0, lr=[0.0003], mom=[(0.9, 0.999)]"
+A1 = "deepspeed_aio:   open for write  failed on /local_nvme/zero_stage_3/optimizer/rank3/41.tensor.swp error = 28"
+
+
+def test_first_related_warning_on_the_initiating_rank(tmp_path):
+    log = tmp_path / "rank3.log"
+    log.write_text("\n".join([LR_WARN, NVME_WARN, STEP, A1]) + "\n")
+    r = scan_paths([str(log)], include_user=False)
+    inc = r.incidents[0]
+    assert inc.initiating.signature == "deepspeed.nvme-offload-enospc"
+    assert inc.initiating.rank == 3
+    w = inc.first_warning
+    assert w is not None and w["line"] == 2 and "Offloading to NVMe" in w["text"]
+
+
+def test_unrelated_warning_is_not_reported(tmp_path):
+    log = tmp_path / "rank3.log"
+    log.write_text("\n".join([LR_WARN, STEP, A1]) + "\n")
+    r = scan_paths([str(log)], include_user=False)
+    assert r.incidents[0].first_warning is None
+
+
+def test_nvme_enospc_refines_generic_enospc_and_fills_the_nvme_path(tmp_path):
+    from denpex_tui.core.catalog import load_catalog
+    from denpex_tui.core.fixes import fix_panel
+
+    log = tmp_path / "rank3.log"
+    log.write_text("\n".join([STEP, A1]) + "\n")
+    r = scan_paths([str(log)], include_user=False)
+    panel = fix_panel(r.incidents[0].initiating, load_catalog(include_user=False), r.job)
+    assert panel.values["path"] == "/local_nvme/zero_stage_3/optimizer/rank3/41.tensor.swp"
+    assert any("/local_nvme/zero_stage_3/optimizer/rank3" in c.text for c in panel.commands if c.complete)
