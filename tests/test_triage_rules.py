@@ -41,4 +41,5 @@ def test_nvme_enospc_refines_generic_enospc_and_fills_the_nvme_path(tmp_path):
     r = scan_paths([str(log)], include_user=False)
     panel = fix_panel(r.incidents[0].initiating, load_catalog(include_user=False), r.job)
     assert panel.values["path"] == "/local_nvme/zero_stage_3/optimizer/rank3/41.tensor.swp"
-    assert any("/local_nvme/zero_stage_3/optimizer/rank3" in c.text for c in panel.commands if c.complete)
+    assert panel.values["nvme_path"] == "/local_nvme"
+    assert any(c.text.startswith("df -h -- /local_nvme && df -i -- /local_nvme") for c in panel.commands if c.complete)
