@@ -23,6 +23,8 @@ from denpex_tui.probes import facade
 from denpex_tui.probes.readings import SCHEMA
 from denpex_tui.probes.sampler import Prober
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 CHILD = r"""
 import json, os, resource, sys
 soft, hard, n, ndel, size = (int(x) for x in sys.argv[1:6])
@@ -275,7 +277,7 @@ def test_access_denied_is_unreadable_not_zero(child):
     c = child(n=2, ndel=1)
     code = (
         "import json, os, sys\n"
-        f"sys.path.insert(0, {os.getcwd()!r})\n"
+        f"sys.path.insert(0, {ROOT!r})\n"
         "from denpex_tui.probes.facade import read_process\n"
         "os.setgid(65534); os.setuid(65534)\n"
         f"r = read_process({c.pid})\n"
