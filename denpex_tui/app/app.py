@@ -1,0 +1,299 @@
+"""``denpex watch``: the Textual app, a thin view over the live engine and the probes.
+
+Wiring only. Workers (the engine feed, the probe thread, explain and fix-panel jobs) post
+messages; the handlers here own every state change; widgets draw. No parsing, no triage.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Container, Horizontal, Vertical, VerticalScroll
+from textual.widgets import Footer, Input, Static
+
+from denpex_tui.core.catalog import Catalog
+from denpex_tui.core.model import Finding
+from denpex_tui.live.engine import Engine, FindingEvent, IncidentEvent, LinesEvent
+from denpex_tui.live.proctable import ProcessEvent
+from denpex_tui.live.sources import SourceEvent
+from denpex_tui.live.stall import StallCleared, StallEvent
+
+from . import explaining
+from .actions import PANES, WatchActions
+from .feed import feed
+from .messages import EngineBatch, EngineDone, FixReady, Measured, ProbeUpdate
+from .model import WatchState
+from .probing import ProbeLoop
+from .theming import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
+from .widgets.findings import FindingList
+from .widgets.fixpanel import FixPanel
+from .widgets.gauges import Gauges
+from .widgets.logview import LogView, Mark
+from .widgets.ranks import RankTable
+from .widgets.status import StatusBar, fmt_elapsed
+
+__all__ = ["DenpexApp", "WatchOptions"]
+
+
+
+@dataclass
+class WatchOptions:
+    paths: list[str] = field(default_factory=list)
+    execs: list[str] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)
+    probe_paths: list[str] = field(default_factory=list)
+    theme: str | None = None
+    processes: bool = True  # the engine's process table (exits on the timeline)
+    probes: bool = True
+    discover: bool | None = None
+    keep_lines: int = 5000
+    view_lines: int = 20_000
+    notice: str = ""
+    root: str | None = None
+    clock: Callable[[], float] = time.time
+    probe_interval: float = 5.0
+
+
+class DenpexApp(WatchActions, App):
+    TITLE = "denpex watch"
+    CSS_PATH = "app.tcss"
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark,f1", "help", "help"),
+        Binding("f", "toggle_follow", "follow"),
+        Binding("right_square_bracket", "finding(1)", "next finding"),
+        Binding("left_square_bracket", "finding(-1)", "prev finding"),
+        Binding("i", "initiating", "initiating line"),
+        Binding("x", "explain", "explain"),
+        Binding("c", "copy", "copy cmd"),
+        Binding("slash", "search", "search"),
+        Binding("n", "search_next(1)", "next match", show=False),
+        Binding("N", "search_next(-1)", "previous match", show=False),
+        Binding("a", "all_ranks", "all ranks", show=False),
+        Binding("d", "toggle_copies", "show/hide the console's copies of per-rank lines", show=False),
+        Binding("t", "next_theme", "theme", show=False),
+        Binding("escape", "escape", "close explanation / search / rank filter", show=False),
+        *(Binding(str(i + 1), f"pane('{p}')", f"pane: {p}", show=False) for i, p in enumerate(PANES)),
+    ]
+
+    def __init__(self, options: WatchOptions, catalog: Catalog, *, engine: Engine | None = None) -> None:
+        super().__init__()
+        self.options = options
+        self.catalog = catalog
+        self.engine = engine or Engine(options.paths, catalog, execs=options.execs, processes=options.processes,
+                                       keep_lines=options.keep_lines)
+        self.state = WatchState()
+        self.state.root = options.root
+        self.probe = ProbeLoop(pids=options.pids, paths=options.probe_paths, discover=options.discover,
+                               interval=options.probe_interval) if options.probes else None
+        self.started = options.clock()
+        self.pane = "log"
+        self.engine_done = False
+        self._fix_key: Any = None
+        self._fix_finding: Finding | None = None
+        self._fix_pinned = False
+        self._metrics: dict[Any, tuple] = {}
+        self._incident_key: Any = None
+        self._theme_names: list[str] = []
+        themes, self.theme_problems = load_themes()
+        for th in themes:
+            self.register_theme(th)
+            self._theme_names.append(th.name)
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(VARIABLE_DEFAULTS)
+
+    # -- layout ------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield Static(id="panebar")
+        with Horizontal(id="body"):
+            with Vertical(id="side"):
+                yield RankTable(id="ranks")
+                yield FindingList(id="findings")
+                with VerticalScroll(id="gauges-box"):
+                    yield Gauges(id="gauges")
+            with Container(id="center"):
+                with Vertical(id="log-box"):
+                    yield LogView(id="log", cap=self.options.view_lines)
+                    yield Input(placeholder="search: Enter finds, Esc closes", id="search")
+                yield FixPanel(id="fix")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        want = self.options.theme or DEFAULT_THEME
+        if want in self.available_themes:
+            self.theme = want
+        else:
+            self.theme = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
+            self.notify(f"no theme named {want!r}; using {self.theme}", severity="warning")
+        for p in self.theme_problems:
+            self.notify(p, title="theme", severity="warning")
+        for wid, title in (("#ranks", "Ranks"), ("#findings", "Findings"), ("#gauges-box", "Gauges"),
+                           ("#log-box", "Log"), ("#fix", "Fix")):
+            self.query_one(wid).border_title = title
+        self.query_one("#search").display = False
+        self._layout()
+        self.query_one(LogView).focus()
+        if self.options.notice:
+            self.notify(self.options.notice, timeout=8)
+        if self.probe is None:
+            self.query_one(Gauges).set_note("probes off")
+        else:
+            self.run_worker(functools.partial(self.probe.run, self.post_message), thread=True, group="probe",
+                            exit_on_error=False, name="probes")
+        self.run_worker(feed(self.engine, self.post_message), group="engine", exit_on_error=False, name="engine")
+        self.set_interval(1.0, self._tick)
+        self.theme_changed_signal.subscribe(self, lambda _t: self._refresh(force=True))
+        self._refresh()
+
+    def on_unmount(self) -> None:
+        self.engine.stop()
+        if self.probe is not None:
+            self.probe.stop()
+
+    def on_resize(self) -> None:
+        self._layout()
+
+    def _layout(self) -> None:
+        w, h = self.size
+        mode = "compact" if (w < 100 or h < 28) else ("wide" if w >= 160 and h >= 36 else "medium")
+        scr = self.screen
+        for m in ("compact", "medium", "wide"):
+            scr.set_class(m == mode, f"-{m}")
+        for p in PANES:
+            scr.set_class(p == self.pane, f"-pane-{p}")
+        bar = " ".join(f"[{i + 1}] {p}" if p != self.pane else f"[{i + 1} {p.upper()}]" for i, p in enumerate(PANES))
+        self.query_one("#panebar", Static).update(bar)
+
+    # -- engine events -----------------------------------------------------------------------
+
+    def on_engine_batch(self, msg: EngineBatch) -> None:
+        st, log = self.state, self.query_one(LogView)
+        findings: list[Finding] = []
+        incidents = None
+        lines = []
+        for ev in msg.events:
+            if isinstance(ev, LinesEvent):
+                lines.extend(ev.lines)
+            elif isinstance(ev, FindingEvent):
+                findings.append(ev.finding)
+            elif isinstance(ev, IncidentEvent):
+                incidents = ev.incidents
+            elif isinstance(ev, ProcessEvent):
+                st.process(ev.rank, ev.state)
+            elif isinstance(ev, StallEvent):
+                st.stall(self._rank(ev.rank), ev.silent_s)
+            elif isinstance(ev, StallCleared):
+                st.stall(self._rank(ev.rank), None)
+            elif isinstance(ev, SourceEvent) and ev.state in ("error", "possibly-lost", "deleted"):
+                self.notify(f"{ev.path}: {ev.state} {ev.detail}".strip(), title="source", severity="warning")
+        st.add_findings(findings)
+        if incidents is not None:
+            st.set_incidents(incidents)
+        if msg.summary is not None:  # newer than the events of the batch: applied last
+            s = msg.summary
+            st.set_summary(s, self.options.clock())
+            log.set_context(s.kinds, s.rank_map, set(s.rank_sources))
+            if self.probe is not None:
+                self.probe.lines(s.markers)
+        if findings or incidents is not None or msg.summary is not None:
+            self._marks()
+            if self.probe is not None:
+                self.probe.lines([(f.raw_text or f.text, f.path, f.text_line, f.rank, None) for f in findings])
+        log.add_lines(lines)
+        inc = st.incident
+        key = (inc.attempt, inc.initiating.signature, inc.initiating.rank, inc.initiating.path,
+               inc.initiating.line) if inc and inc.initiating else None
+        if key is not None and key != self._incident_key:
+            self._incident_key = key
+            if not self._fix_pinned:
+                self.show_fix(inc.initiating, "incident")
+        self._refresh()
+
+    def _rank(self, key: Any) -> int | None:
+        if isinstance(key, tuple) and len(key) == 3:
+            return self.state.summary.rank_map.get((key[1], key[2]))
+        return key if isinstance(key, int) else None
+
+    def on_engine_done(self, msg: EngineDone) -> None:
+        self.engine_done = True
+        if msg.error:
+            self.notify(f"the live engine stopped: {msg.error}", severity="error", timeout=30)
+        self._refresh()
+
+    def _marks(self) -> None:
+        marks: dict[tuple[str, int], Mark] = {}
+        blocks: dict[str, list] = {}
+        for f in self.state.findings.values():
+            marks[(f.path, f.text_line)] = Mark(f.role, f.severity, f.text, f.signature)
+            first = f.traceback_start or f.line
+            last = max(f.text_line, int(f.extra.get("tb_end_line") or 0))
+            if last > first:
+                blocks.setdefault(f.path, []).append((first, last, f.role, f.severity, f.rank))
+        self.query_one(LogView).set_marks(marks, blocks)
+
+    def _tick(self) -> None:
+        self._refresh()
+
+    def _refresh(self, force: bool = False) -> None:
+        st, now = self.state, self.options.clock()
+        log = self.query_one(LogView)
+        level, text = st.diagnosis(now)
+        extra = "engine stopped" if self.engine_done else ""
+        if log.rank_filter is not None:
+            extra = f"log: rank {log.rank_filter} only (a: all)" + (f" · {extra}" if extra else "")
+        self.query_one(StatusBar).show(st.shape_text(), fmt_elapsed(now - self.started), log.follow, level, text, extra)
+        ranks = self.query_one(RankTable)
+        if force:
+            ranks._ranks = []
+        ranks.show(st.ranks, st.ages(now), st.stands_out(now))
+        inc = st.incident
+        fl = self.query_one(FindingList)
+        if force:
+            fl._sig = []
+        fl.show(st.ordered_groups(),
+                (inc.attempt, inc.initiating.signature, inc.initiating.role) if inc and inc.initiating else None)
+        if force:
+            g = self.query_one(Gauges)
+            g.show(g.snapshot, g.path_trends, g.proc_trends)
+        who = f"rank {log.rank_filter}" if log.rank_filter is not None else "merged timeline"
+        self.query_one("#log-box").border_title = f"Log · {who}"
+
+    # -- probes ------------------------------------------------------------------------------
+
+    def on_probe_update(self, msg: ProbeUpdate) -> None:
+        self.query_one(Gauges).show(msg.snapshot, msg.path_trends, msg.proc_trends)
+
+    def on_measured(self, msg: Measured) -> None:
+        self._metrics[msg.key] = (msg.metrics, msg.differential)
+        if msg.key == self._fix_key and self._fix_finding is not None:
+            self._compute_fix(self._fix_key, self._fix_finding, "measured", msg.metrics, msg.differential)
+
+    # -- fix panel ---------------------------------------------------------------------------
+
+    def show_fix(self, finding: Finding, origin: str) -> None:
+        key = (WatchState.finding_key(finding), finding.path, finding.line)
+        self._fix_key, self._fix_finding = key, finding
+        metrics, diff = self._metrics.get(key, (None, None))
+        self._compute_fix(key, finding, origin, metrics, diff)
+
+    @work(group="fix", exclusive=True, exit_on_error=False)
+    async def _compute_fix(self, key, finding: Finding, origin: str, metrics, diff) -> None:
+        data = await self.engine.call(explaining.fix_data, finding, self.catalog, self.engine.job, metrics)
+        self.post_message(FixReady(key, finding, data, diff, origin))
+        if metrics is None and self.probe is not None and data.signature is not None:
+            path = data.values.get("path") or data.values.get("ckpt_dir")
+            self.probe.measure(key, finding.signature, path, data.values.get("pid"))
+
+    async def on_fix_ready(self, msg: FixReady) -> None:
+        if msg.key != self._fix_key:
+            return
+        await self.query_one(FixPanel).show(msg.finding, msg.panel, msg.differential, msg.origin)

@@ -1,0 +1,98 @@
+"""``denpex watch [PATH...] [--pid PID...] [--path DIR...] [--exec CMD...] [--signatures DIR]
+[--theme NAME] [--demo]``: the live TUI."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers) -> None:
+    w = subparsers.add_parser("watch", help="follow a job's logs live in a terminal UI (Textual)")
+    w.add_argument("paths", nargs="*", metavar="PATH",
+                   help="log files, directories or globs (one job); none: the logs of the training processes here")
+    w.add_argument("--pid", dest="pids", action="append", type=int, default=[], metavar="PID",
+                   help="measure exactly this process (fds, limits, deleted-open files); repeatable")
+    w.add_argument("--path", dest="probe_paths", action="append", default=[], metavar="DIR",
+                   help="directory to watch for free bytes and inodes (checkpoint dir, nvme_path); repeatable")
+    w.add_argument("--exec", dest="exec_cmds", action="append", default=[], metavar="[RANK=]CMD",
+                   help="read a command's output as a log, e.g. 3='kubectl logs -f pod-3'; repeatable")
+    w.add_argument("--signatures", action="append", default=[], metavar="DIR", help="extra signature pack (repeatable)")
+    w.add_argument("--theme", metavar="NAME", help="denpex-dark (default), denpex-light, denpex-high-contrast")
+    w.add_argument("--demo", action="store_true",
+                   help="play a realistic 8-rank job (rank 5 fills its disk) into a temporary folder and watch it")
+    w.add_argument("--demo-speed", type=float, default=0.5, metavar="X", help=argparse.SUPPRESS)
+    w.add_argument("--no-probes", action="store_true", help="do not measure processes and paths")
+    w.set_defaults(func=run)
+
+
+def run(args, cfg) -> int:
+    from denpex_tui.cli import UsageError
+
+    watch_cfg = cfg.get("watch", {}) if cfg else {}
+    sig_dirs = list(watch_cfg.get("signatures", [])) + list(args.signatures or [])
+    paths = list(args.paths)
+    notice = ""
+    stop = threading.Event()
+    tmp = None
+    writer = None
+    if args.demo:
+        from denpex_tui.demo import play_demo_job
+
+        tmp = tempfile.TemporaryDirectory(prefix="denpex-demo-")
+        paths = [tmp.name]
+        writer = threading.Thread(target=play_demo_job, args=(tmp.name,), daemon=True, name="denpex-demo",
+                                  kwargs=dict(realtime=True, speed=max(0.05, args.demo_speed), stop=stop))
+        notice = (f"demo: an 8-rank job is being written to {tmp.name} in real time; "
+                  "rank 5 will fill its disk at step 100")
+    elif not paths and not args.exec_cmds:
+        from .discover import discover_logs
+
+        d = discover_logs()
+        if not d.paths:
+            print(f"denpex watch: {d.message()}.\n"
+                  "  Give the logs:  denpex watch /path/to/job/logs   (files, directories or globs)\n"
+                  "  or a command:   denpex watch --exec '3=kubectl logs -f pod-3'\n"
+                  "  or try it:      denpex watch --demo", file=sys.stderr)
+            return 2
+        paths, notice = d.paths, d.message()
+        args.pids = args.pids or []
+    from denpex_tui.core.catalog import load_catalog
+
+    from .app import DenpexApp, WatchOptions
+    from .feed import common_root
+
+    catalog = load_catalog(sig_dirs)
+    for p in catalog.problems:
+        print(f"denpex: signatures: {p}", file=sys.stderr)
+    probe_paths = [os.path.abspath(p) for p in args.probe_paths]
+    if args.demo:
+        probe_paths.append(tmp.name)
+    else:
+        for p in paths:
+            if os.path.isdir(p):
+                probe_paths.append(os.path.abspath(p))
+    opts = WatchOptions(
+        paths=paths, execs=list(args.exec_cmds), pids=list(args.pids), probe_paths=probe_paths,
+        theme=args.theme or watch_cfg.get("theme"), processes=not args.demo, probes=not args.no_probes,
+        discover=False if args.demo else None, notice=notice, root=common_root(paths),
+    )
+    if opts.theme and not any(ch.isalnum() for ch in opts.theme):
+        raise UsageError(f"--theme: {opts.theme!r} is not a theme name")
+    app = DenpexApp(opts, catalog)
+    if writer is not None:
+        writer.start()
+    try:
+        app.run()
+    finally:
+        stop.set()
+        if writer is not None:
+            writer.join(timeout=2)
+        if tmp is not None:
+            tmp.cleanup()
+    return 0

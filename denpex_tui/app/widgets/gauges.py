@@ -1,0 +1,160 @@
+"""Gauges: free bytes and inodes per watched path; fds against the limit, deleted-open bytes
+and a steady-trend ETA per process.
+
+Readings come from the probe worker (latest value wins); this widget only draws them. A
+gauge's colour changes as it nears its limit, and so does its symbol and word (● ok, ▲ near,
+✖ full), so the level never depends on colour alone.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from denpex_tui.probes.readings import PathReading, ProcessReading, Snapshot
+from denpex_tui.probes.trends import PathTrend, ProcessTrend, fmt_duration
+
+__all__ = ["Gauges", "level", "human_bytes"]
+
+NEAR, FULL = 80.0, 95.0
+MAX_PROCS = 16
+
+
+def level(used_pct: float | None) -> tuple[str, str, str]:
+    """(component class, symbol, word) for a used percentage."""
+    if used_pct is None:
+        return "gauges--dim", "?", "unknown"
+    if used_pct >= FULL:
+        return "gauges--crit", "✖", "FULL" if used_pct >= 99.5 else "crit"
+    if used_pct >= NEAR:
+        return "gauges--warn", "▲", "near"
+    return "gauges--ok", "●", "ok"
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "?"
+    v = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(v) < 1024 or unit == "PiB":
+            return f"{int(v)} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
+    return f"{v:.1f} PiB"  # pragma: no cover
+
+
+def _count(n: int | None) -> str:
+    if n is None:
+        return "?"
+    return str(n) if n < 10_000 else (f"{n / 1000:.1f} k" if n < 1_000_000 else f"{n / 1e6:.1f} M")
+
+
+def _short(path: str, width: int) -> str:
+    return path if len(path) <= width else "…" + path[-(width - 1):]
+
+
+class Gauges(Static):
+    COMPONENT_CLASSES = {"gauges--ok", "gauges--warn", "gauges--crit", "gauges--dim", "gauges--title"}
+    DEFAULT_CSS = """
+    Gauges { text-wrap: nowrap; text-overflow: ellipsis; }
+    Gauges > .gauges--ok { color: $denpex-gauge-ok; }
+    Gauges > .gauges--warn { color: $denpex-gauge-warn; text-style: bold; }
+    Gauges > .gauges--crit { color: $denpex-gauge-crit; text-style: bold reverse; }
+    Gauges > .gauges--dim { color: $text-muted; }
+    Gauges > .gauges--title { text-style: bold; }
+    """
+
+    def __init__(self, **kw) -> None:
+        super().__init__("", **kw)
+        self.snapshot: Snapshot | None = None
+        self.path_trends: dict[str, PathTrend] = {}
+        self.proc_trends: dict[int, ProcessTrend] = {}
+        self.note = "probes: first reading…"
+
+    def show(self, snapshot: Snapshot | None, path_trends: dict, proc_trends: dict) -> None:
+        self.snapshot, self.path_trends, self.proc_trends = snapshot, path_trends, proc_trends
+        self.update(self._text())
+
+    def set_note(self, note: str) -> None:
+        self.note = note
+        self.update(self._text())
+
+    def on_resize(self) -> None:
+        self.update(self._text())
+
+    def _s(self, cls: str):
+        return self.get_component_rich_style(cls, partial=True)
+
+    def _bar(self, t: Text, label: str, used_pct: float | None, detail: str, width: int) -> None:
+        cls, sym, word = level(used_pct)
+        bar_w = max(4, min(30, width - len(detail) - 22))
+        n = 0 if used_pct is None else int(round(max(0.0, min(100.0, used_pct)) / 100 * bar_w))
+        t.append(f"  {sym} {label:<6} ", style=self._s(cls))
+        t.append("█" * n, style=self._s(cls))
+        t.append("░" * (bar_w - n), style=self._s("gauges--dim"))
+        pct = "  ?%" if used_pct is None else f"{used_pct:3.0f}%"
+        t.append(f" {pct} {word:<4} ", style=self._s(cls))
+        t.append(detail + "\n")
+
+    def _text(self) -> Text:
+        width = max(30, self.content_region.width or 60)
+        t = Text(no_wrap=True, overflow="ellipsis", end="")
+        snap = self.snapshot
+        if snap is None:
+            t.append(self.note, style=self._s("gauges--dim"))
+            return t
+        for pr in snap.paths:
+            self._path(t, pr, width)
+        procs = [p for p in snap.processes if p.role != "launcher"]
+        for p in procs[:MAX_PROCS]:
+            self._proc(t, p, width)
+        if len(procs) > MAX_PROCS:
+            t.append(f"… {len(procs) - MAX_PROCS} more processes\n", style=self._s("gauges--dim"))
+        if not procs:
+            t.append("no training process on this node" if snap.discovered else "no process given (--pid)",
+                     style=self._s("gauges--dim"))
+            t.append("\n")
+        t.rstrip()
+        return t
+
+    def _path(self, t: Text, pr: PathReading, width: int) -> None:
+        fs = f" ({pr.fstype})" if pr.fstype else ""
+        t.append(_short(pr.path, width - len(fs) - 2) + fs + "\n", style=self._s("gauges--title"))
+        if pr.error:
+            t.append(f"  ? {pr.error}\n", style=self._s("gauges--warn"))
+            return
+        used = None if pr.bytes_free_pct is None else 100.0 - pr.bytes_free_pct
+        self._bar(t, "space", used, f"{human_bytes(pr.bytes_free)} free", width)
+        if pr.inodes_total:
+            iused = None if pr.inodes_free_pct is None else 100.0 - pr.inodes_free_pct
+            self._bar(t, "inodes", iused, f"{_count(pr.inodes_free)} free", width)
+        extra = []
+        if pr.deleted_open_bytes:
+            extra.append(f"deleted-open {human_bytes(pr.deleted_open_bytes)}")
+        tr = self.path_trends.get(pr.path)
+        if tr is not None:
+            if tr.eta_full_seconds is not None:
+                extra.append(f"full in ~{fmt_duration(tr.eta_full_seconds)}")
+            if tr.eta_inodes_seconds is not None:
+                extra.append(f"inodes out in ~{fmt_duration(tr.eta_inodes_seconds)}")
+        if extra:
+            t.append("    " + " · ".join(extra) + "\n", style=self._s("gauges--warn"))
+
+    def _proc(self, t: Text, p: ProcessReading, width: int) -> None:
+        who = (f"rank {p.rank}" if p.rank is not None else (f"local {p.local_rank}" if p.local_rank is not None else "pid"))
+        t.append(f"{who} · pid {p.pid}" + (f" · {p.status}" if p.status else "") + "\n", style=self._s("gauges--title"))
+        if p.fds is None:
+            t.append(f"  ? not readable: {p.error or 'unknown'}\n", style=self._s("gauges--dim"))
+            return
+        lim = p.fd_soft_limit
+        self._bar(t, "fds", p.fd_used_pct, f"{p.fds}/{lim if lim else '∞'}", width)
+        extra = []
+        if p.deleted_open_bytes:
+            extra.append(f"deleted-open {human_bytes(p.deleted_open_bytes)}")
+        tr = self.proc_trends.get(p.pid)
+        if tr is not None:
+            if tr.eta_saves is not None:
+                extra.append(f"fd limit in ~{tr.eta_saves} saves")
+            elif tr.eta_seconds is not None:
+                extra.append(f"fd limit in ~{fmt_duration(tr.eta_seconds)}")
+        if extra:
+            t.append("    " + " · ".join(extra) + "\n", style=self._s("gauges--warn"))

@@ -1,0 +1,304 @@
+"""The log view: Line API (ScrollView) over a bounded buffer, with a strip cache.
+
+Rows are the engine's ``LogLine`` objects (text already safe, SGR kept as spans) in arrival
+order, filtered (one rank, or the merged timeline without the console's copies of per-rank
+lines), plus explanation lines opened under a traceback. Only visible rows are rendered; a
+rendered row is cached until something that changes its look changes. Text from logs only ever
+goes into ``Text``/``Strip`` objects, never into markup. Mouse selection works like Textual's
+``Log`` (offsets on the text segments; the gutter is not part of the selected text).
+"""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.selection import Selection
+from textual.strip import Strip
+
+from denpex_tui.live.engine import LogLine
+
+from .logbuffer import LogBuffer, row_seq
+from .logrender import Mark, decorate
+
+__all__ = ["LogView", "Mark"]
+
+class LogView(ScrollView, can_focus=True):
+    COMPONENT_CLASSES = {
+        "logview--gutter", "logview--cursor", "logview--initiating", "logview--collateral",
+        "logview--warning", "logview--context", "logview--match", "logview--note",
+    }
+    DEFAULT_CSS = """
+    LogView { background: $surface; }
+    LogView > .logview--gutter { color: $text-muted; }
+    LogView > .logview--cursor { background: $denpex-cursor-background; }
+    LogView > .logview--initiating { color: $denpex-initiating; text-style: bold reverse; }
+    LogView > .logview--collateral { color: $denpex-collateral; text-style: bold; }
+    LogView > .logview--warning { color: $denpex-warning; text-style: underline; }
+    LogView > .logview--context { color: $denpex-context; text-style: italic; }
+    LogView > .logview--match { background: $denpex-match-background; text-style: bold; }
+    LogView > .logview--note { background: $denpex-note-background; color: $foreground; }
+    """
+    BINDINGS = [
+        Binding("up,k", "cursor(-1)", "up", show=False),
+        Binding("down,j", "cursor(1)", "down", show=False),
+        Binding("pageup", "cursor(-20)", "page up", show=False),
+        Binding("pagedown", "cursor(20)", "page down", show=False),
+        Binding("home,g", "top", "top", show=False),
+        Binding("end,G", "bottom", "end (follow)", show=False),
+        Binding("left", "scroll_left", "scroll left", show=False),
+        Binding("right", "scroll_right", "scroll right", show=False),
+    ]
+
+    class FollowChanged(Message):
+        def __init__(self, follow: bool) -> None:
+            super().__init__()
+            self.follow = follow
+
+    def __init__(self, *, cap: int = 20_000, **kw) -> None:
+        super().__init__(**kw)
+        self.buf = LogBuffer(cap)
+        self._cache: LRUCache[tuple, Strip] = LRUCache(2048)
+        self._gen = 0
+        self.cursor = 0
+        self.follow = True
+        self.marks: dict[tuple[str, int], Mark] = {}
+        self.blocks: dict[str, list[tuple[int, int, str, str, int | None]]] = {}
+        self.search_text = ""
+
+    # -- data (the buffer holds it; the view keeps cursor, scroll and follow right) -----------
+
+    @property
+    def rank_filter(self) -> int | None:
+        return self.buf.rank_filter
+
+    @property
+    def hide_copies(self) -> bool:
+        return self.buf.hide_copies
+
+    @property
+    def row_count(self) -> int:
+        return len(self.buf.rows)
+
+    def add_lines(self, lines: list[LogLine]) -> None:
+        if not lines:
+            return
+        cut, wider = self.buf.add(lines)
+        if wider:
+            self._gen += 1
+        if cut:
+            self.cursor = max(0, self.cursor - cut)
+            if not self.follow:
+                self.scroll_to(y=max(0, self.scroll_y - cut), animate=False, immediate=True)
+            self._cache.clear()
+        self._resize()
+        if self.follow:
+            self.cursor = max(0, self.row_count - 1)
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.refresh()
+
+    def rebuild(self) -> None:
+        keep = self.line_at_cursor()
+        self.buf.rebuild()
+        self._cache.clear()
+        self._gen += 1
+        self._resize()
+        if self.follow or keep is None:
+            self.cursor = max(0, self.row_count - 1)
+            if self.follow:
+                self.scroll_end(animate=False, immediate=True, x_axis=False)
+        else:
+            self.goto_seq(keep[0])
+        self.refresh()
+
+    def _resize(self) -> None:
+        self.virtual_size = Size(self.buf.width + self.buf.gutter + 1, self.row_count)
+
+    def set_context(self, kinds: dict[str, str], rank_map: dict[tuple, int], ranks_with_files: set[int]) -> None:
+        if self.buf.set_context(kinds, rank_map, ranks_with_files):
+            self.rebuild()
+
+    def set_filter(self, *, rank: int | None = None, hide_copies: bool | None = None) -> None:
+        self.buf.rank_filter = rank
+        if hide_copies is not None:
+            self.buf.hide_copies = hide_copies
+        self.rebuild()
+
+    def set_marks(self, marks: dict[tuple[str, int], Mark], blocks: dict) -> None:
+        if marks != self.marks or blocks != self.blocks:
+            self.marks, self.blocks = marks, blocks
+            self._gen += 1
+            self.refresh()
+
+    def set_search(self, text: str) -> None:
+        self.search_text = text
+        self._gen += 1
+        self.refresh()
+
+    def add_note(self, seq: int, lines: list[Text]) -> None:
+        """Open ``lines`` under the row of ``seq`` and show them with as much above as fits."""
+        self.buf.notes = {seq: lines}  # one explanation at a time keeps the log readable
+        self._set_follow(False)
+        self.rebuild()
+        if self.goto_seq(seq):
+            h = max(1, self.scrollable_content_region.height)
+            top = self.cursor - max(3, h - len(lines) - 1)
+            self.scroll_to(y=max(0, top), animate=False, immediate=True)
+
+    def clear_notes(self) -> bool:
+        if not self.buf.notes:
+            return False
+        self.buf.notes = {}
+        self.rebuild()
+        return True
+
+    def line_at_cursor(self) -> tuple[int, LogLine] | None:
+        rows = self.buf.rows
+        if not rows:
+            return None
+        seq = row_seq(rows[min(self.cursor, len(rows) - 1)])
+        ll = self.buf.line(seq)
+        return (seq, ll) if ll is not None else None
+
+    def selected_lines(self) -> list[LogLine]:
+        """The log lines (whole) of the rows the mouse selection covers."""
+        sel = self.text_selection
+        rows = self.buf.rows
+        if sel is None or not rows:
+            return []
+        a = 0 if sel.start is None else max(0, sel.start.y)
+        b = len(rows) - 1 if sel.end is None else min(len(rows) - 1, sel.end.y)
+        out = []
+        for i in range(a, b + 1):
+            if isinstance(rows[i], int) and (ll := self.buf.line(rows[i])) is not None:
+                out.append(ll)
+        return out
+
+    # -- movement ----------------------------------------------------------------------------
+
+    def _set_follow(self, follow: bool) -> None:
+        if follow != self.follow:
+            self.follow = follow
+            self.post_message(self.FollowChanged(follow))
+
+    def move_cursor(self, row: int) -> None:
+        self.cursor = max(0, min(row, self.row_count - 1))
+        self._set_follow(self.cursor >= self.row_count - 1 and self.follow)
+        self.scroll_to_region_row(self.cursor)
+        self.refresh()
+
+    def scroll_to_region_row(self, row: int) -> None:
+        h = max(1, self.scrollable_content_region.height)
+        if row < self.scroll_y:
+            self.scroll_to(y=row, animate=False, immediate=True)
+        elif row >= self.scroll_y + h:
+            self.scroll_to(y=row - h + 1, animate=False, immediate=True)
+
+    def goto_seq(self, seq: int, *, center: bool = False) -> bool:
+        i = self.buf.index_of(seq)
+        if i is None:
+            return False
+        self._set_follow(False)
+        self.cursor = i
+        if center:
+            h = max(1, self.scrollable_content_region.height)
+            self.scroll_to(y=max(0, i - h // 3), animate=False, immediate=True)
+        else:
+            self.scroll_to_region_row(i)
+        self.refresh()
+        return True
+
+    def action_cursor(self, delta: int) -> None:
+        if delta < 0:
+            self._set_follow(False)
+        self.move_cursor(self.cursor + delta)
+
+    def action_top(self) -> None:
+        self._set_follow(False)
+        self.move_cursor(0)
+
+    def action_bottom(self) -> None:
+        self.follow_end()
+
+    def follow_end(self) -> None:
+        self._set_follow(True)
+        self.cursor = max(0, self.row_count - 1)
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.refresh()
+
+    def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._set_follow(False)
+
+    def on_click(self, event: events.Click) -> None:
+        row = int(self.scroll_y) + event.y
+        if 0 <= row < self.row_count:
+            self._set_follow(False)
+            self.cursor = row
+            self.refresh()
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cache.clear()
+        self._gen += 1
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        self._cache.clear()
+        self.refresh()
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        text = "\n".join(self.buf.row_text(i) for i in range(self.row_count))
+        return selection.extract(text), "\n"
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        row = scroll_y + y
+        width = self.scrollable_content_region.width
+        if row >= self.row_count:
+            return Strip.blank(width, self.rich_style)
+        sel = self.text_selection
+        key = (self.buf.rows[row], row, scroll_x, width, row == self.cursor, self.has_focus, self._gen)
+        if sel is None and key in self._cache:
+            return self._cache[key]
+        strip = self._render_row(row, scroll_x, width, sel)
+        if sel is None:
+            self._cache[key] = strip
+        return strip
+
+    def _style(self, name: str) -> Style:
+        return self.get_component_rich_style(name, partial=True)
+
+    def _render_row(self, row: int, scroll_x: int, width: int, sel: Selection | None) -> Strip:
+        base = self.rich_style
+        entry = self.buf.rows[row]
+        line_style = base + self._style("logview--cursor") if row == self.cursor and self.has_focus else base
+        gw = self.buf.gutter
+        if isinstance(entry, tuple):
+            body = self.buf.notes[entry[0]][entry[1]].copy()
+            line_style = base + self._style("logview--note")
+            gutter = Text(" " * (gw - 2) + "┃ ", style=line_style + self._style("logview--note"))
+        else:
+            ll = self.buf.line(entry)
+            if ll is None:
+                return Strip.blank(width, base)
+            body, gutter = decorate(ll, self.buf.rank_of(ll), gw, self.marks, self.blocks, self.search_text,
+                                    self._style)
+        body.stylize_before(line_style)
+        if sel is not None and (span := sel.get_span(row)) is not None:
+            a, b = span
+            body.stylize(self.screen.get_component_rich_style("screen--selection"), a, len(body) if b == -1 else b)
+        console = self.app.console
+        bstrip = Strip(body.render(console), body.cell_len)
+        bstrip = bstrip.crop_extend(scroll_x, scroll_x + max(0, width - gw), line_style).apply_offsets(scroll_x, row)
+        gutter.stylize_before(line_style)
+        meta = Style.from_meta({"offset": (0, row)})
+        gsegs = [Segment(ch, (seg.style or Style.null()) + meta)
+                 for seg in gutter.render(console) for ch in seg.text]
+        return Strip.join([Strip(gsegs, gw), bstrip])

@@ -1,0 +1,102 @@
+"""The rank table: rank, state, last line age, first error time, node, source.
+
+One row per rank, plus "all" (the merged timeline) on top. Selecting a row (Enter, click)
+asks the app to filter the log view. Cells are updated in place, only when their text changes,
+so a table of 1024 ranks costs nothing while the job is quiet.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import DataTable
+
+from ..model import STATE_SYMBOLS, RankRow, fmt_age
+
+__all__ = ["RankTable"]
+
+STATE_CLASS = {
+    "initiating": "ranks--initiating", "error": "ranks--error", "collateral": "ranks--collateral",
+    "exited": "ranks--dim", "silent": "ranks--warning", "warn": "ranks--warning", "ok": "ranks--ok",
+}
+COLUMNS = ("rank", "state", "last", "first error", "node", "source")
+
+
+def _sig(t: Text) -> str:
+    return f"{t.plain}\0{t.style}"
+
+
+class RankTable(DataTable):
+    COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | {
+        "ranks--initiating", "ranks--error", "ranks--collateral", "ranks--warning", "ranks--ok", "ranks--dim",
+    }
+    DEFAULT_CSS = """
+    RankTable > .ranks--initiating { color: $denpex-initiating; text-style: bold reverse; }
+    RankTable > .ranks--error { color: $denpex-error; text-style: bold; }
+    RankTable > .ranks--collateral { color: $denpex-collateral; }
+    RankTable > .ranks--warning { color: $denpex-warning; text-style: bold; }
+    RankTable > .ranks--ok { color: $denpex-ok; }
+    RankTable > .ranks--dim { color: $text-muted; }
+    """
+
+    class RankSelected(Message):
+        def __init__(self, rank: int | None) -> None:
+            super().__init__()
+            self.rank = rank
+
+    def __init__(self, **kw) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, **kw)
+        self._ranks: list[int] = []
+        self._cells: dict[tuple[str, str], str] = {}
+
+    def on_mount(self) -> None:
+        for c in COLUMNS:
+            self.add_column(c, key=c)
+        self.add_row(Text("all"), Text("merged timeline", style="italic"), "", "", "", "", key="all")
+
+    def _cell(self, cls: str, text: str) -> Text:
+        return Text(text, style=self.get_component_rich_style(cls, partial=True) if cls else "", no_wrap=True)
+
+    def show(self, rows: dict[int, RankRow], ages: dict[int, float | None], standout: set[int]) -> None:
+        ranks = sorted(rows)
+        if ranks != self._ranks:
+            keep = self.cursor_row
+            self.clear()
+            self._cells.clear()
+            self.add_row(Text("all"), Text("merged timeline", style="italic"), "", "", "", "", key="all")
+            for r in ranks:
+                values = self._values(rows[r], ages.get(r), r in standout)
+                self.add_row(*values, key=str(r))
+                self._cells.update({(str(r), c): _sig(v) for c, v in zip(COLUMNS, values)})
+            self._ranks = ranks
+            self.move_cursor(row=min(keep, len(ranks)), animate=False)
+            return
+        for r in ranks:
+            for col, value in zip(COLUMNS, self._values(rows[r], ages.get(r), r in standout)):
+                k = (str(r), col)
+                if self._cells.get(k) != _sig(value):
+                    self._cells[k] = _sig(value)
+                    self.update_cell(str(r), col, value, update_width=True)
+
+    def _values(self, row: RankRow, age: float | None, standout: bool) -> list[Text]:
+        state = row.state
+        sym, word = STATE_SYMBOLS[state]
+        cls = STATE_CLASS[state]
+        age_text = fmt_age(age) + (" !" if standout else "")
+        first = row.first_error
+        first_text = "-"
+        if first is not None and first.time is not None:
+            first_text = first.time.strftime("%H:%M:%S") + ("~" if first.time_approx else "")
+        return [
+            self._cell(cls if state in ("initiating", "error") else "", str(row.rank)),
+            self._cell(cls, f"{sym} {word}"),
+            self._cell("ranks--warning" if standout else "", age_text),
+            self._cell("ranks--error" if first is not None else "ranks--dim", first_text),
+            self._cell("", row.node or "-"),
+            self._cell("ranks--dim", row.source or "-"),
+        ]
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        key = event.row_key.value
+        self.post_message(self.RankSelected(None if key == "all" else int(key)))

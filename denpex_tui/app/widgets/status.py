@@ -1,0 +1,59 @@
+"""The two header lines: job shape, elapsed time and follow state; then the diagnosis."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+__all__ = ["StatusBar", "fmt_elapsed"]
+
+LEVEL = {"initiating": ("▶", "status--initiating"), "error": ("✖", "status--error"),
+         "warn": ("▲", "status--warn"), "ok": ("●", "status--ok")}
+
+
+def fmt_elapsed(s: float) -> str:
+    s = max(0, int(s))
+    h, rem = divmod(s, 3600)
+    return f"{h}:{rem // 60:02d}:{rem % 60:02d}" if h else f"{rem // 60:02d}:{rem % 60:02d}"
+
+
+class StatusBar(Widget):
+    COMPONENT_CLASSES = {"status--initiating", "status--error", "status--warn", "status--ok", "status--dim",
+                         "status--title"}
+    DEFAULT_CSS = """
+    StatusBar { height: 2; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    StatusBar > .status--title { text-style: bold; color: $primary; }
+    StatusBar > .status--initiating { color: $denpex-initiating; text-style: bold; }
+    StatusBar > .status--error { color: $denpex-error; text-style: bold; }
+    StatusBar > .status--warn { color: $denpex-warning; text-style: bold; }
+    StatusBar > .status--ok { color: $denpex-ok; }
+    StatusBar > .status--dim { color: $text-muted; }
+    """
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self._data: tuple = ("", "", True, "ok", "waiting for log lines", "")
+
+    def show(self, shape: str, elapsed: str, follow: bool, level: str, diagnosis: str, extra: str = "") -> None:
+        data = (shape, elapsed, follow, level, diagnosis, extra)
+        if data != self._data:
+            self._data = data
+            self.refresh()
+
+    def render(self) -> Text:
+        shape, elapsed, follow, level, diagnosis, extra = self._data
+        s = lambda c: self.get_component_rich_style(c, partial=True)  # noqa: E731
+        t = Text(no_wrap=True, overflow="ellipsis", end="")
+        t.append("denpex", style=s("status--title"))
+        t.append("  ● following" if follow else "  ‖ paused (f/End follows)",
+                 style=s("status--ok") if follow else s("status--warn"))
+        t.append(f"  {shape}")
+        t.append(f"  elapsed {elapsed}", style=s("status--dim"))
+        if extra:
+            t.append(f"  {extra}", style=s("status--dim"))
+        sym, cls = LEVEL.get(level, LEVEL["ok"])
+        line2 = Text(no_wrap=True, overflow="ellipsis", end="")
+        line2.append(f"{sym} {diagnosis}", style=s(cls))
+        t.append("\n")
+        t.append_text(line2)
+        return t
