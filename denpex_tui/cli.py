@@ -87,6 +87,7 @@ def cmd_scan(args, cfg) -> int:
             rank=args.rank,
             attempt=args.attempt,
             since=args.since,
+            io_timeout=args.io_timeout,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -231,6 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --follow: read a command's output as a log (repeatable), e.g. 3='kubectl logs -f pod-3'")
     s.add_argument("--jobs", "-j", type=int, help="processes for the history scan (default: all cores)")
     s.add_argument("--demo", action="store_true", help="scan the built-in demo job")
+    s.add_argument("--io-timeout", type=float, default=60.0, metavar="S",
+                   help="give up on a file or directory that makes no progress for S seconds (hung mount); default 60")
     s.add_argument("--verbose", "-v", action="store_true", help="also list warning-level findings")
     s.set_defaults(func=cmd_scan)
 
@@ -263,6 +266,74 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _detached(fn) -> int:
+    """Run ``fn`` in a forked child and return its exit code as soon as it has one.
+
+    A thread blocked on a dead FUSE or NFS mount cannot be interrupted, and a process cannot
+    finish exiting until all its threads have: the scan's watchdog gives up on such a file and
+    prints its report, but the process would stay behind, holding the user's shell. The child
+    hands its exit code back through a pipe, so this process exits at once and the child, if a
+    mount holds it, finishes on its own (reaped by init)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: do the work
+        os.close(r)
+        code = EXIT_ERROR
+        try:
+            code = fn()
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os.write(w, bytes([int(code) & 0xFF]))
+                # Close our ends of stdout/stderr now: a thread stuck on a dead mount keeps the
+                # process (and its fd table) alive, and `denpex scan | jq` must still see EOF.
+                for fd in (1, 2, w):
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+                os._exit(int(code))
+    os.close(w)
+    got = b""
+    while True:
+        try:
+            got = os.read(r, 1)
+            break
+        except InterruptedError:
+            continue
+        except KeyboardInterrupt:  # the child got the same SIGINT; wait for its answer
+            continue
+    os.close(r)
+    if got:
+        import time
+
+        for _ in range(40):  # reap it if it exits promptly (the usual case)
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                break
+            time.sleep(0.025)
+        return got[0]
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else EXIT_ERROR
+
+
+def _guarded(fn) -> int:
+    """The command's own error handling, for work done in the detached child."""
+    try:
+        return fn()
+    except UsageError as exc:
+        _err(str(exc))
+        return EXIT_ERROR
+    except (KeyboardInterrupt, BrokenPipeError):
+        return EXIT_OK
+    except Exception as exc:  # never a traceback on screen
+        log.exception("unexpected error")
+        _err(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)")
+        return EXIT_ERROR
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -281,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg, warnings = load_config()
         for w in warnings:
             _err(w)
+        if args.func is cmd_scan and not args.follow and hasattr(os, "fork"):
+            return _detached(lambda: _guarded(lambda: int(args.func(args, cfg))))
         return int(args.func(args, cfg))
     except UsageError as exc:
         _err(str(exc))

@@ -341,3 +341,53 @@ def test_never_writes_to_the_logs_and_never_opens_a_network_socket(tmp_path):
     assert p.returncode == 0, err.decode()
     assert b'"incident"' in out
     assert _snapshot(job) == before
+
+
+# -- faulty filesystems (FUSE) ----------------------------------------------------------------
+
+
+@pytest.fixture
+def faulty_mount(tmp_path):
+    try:
+        import mfusepy  # noqa: F401
+    except (ImportError, OSError) as exc:
+        pytest.skip(f"FUSE tests need mfusepy and libfuse3 (apt-get install fuse3): {exc}")
+    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
+        pytest.skip("no /dev/fuse or fusermount3 on this machine")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("fusefs.py")), str(mnt)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for _ in range(100):
+        if os.path.ismount(mnt):
+            break
+        if proc.poll() is not None:
+            pytest.skip(f"cannot mount FUSE here: {proc.stderr.read().decode()[-200:]}")
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.skip("FUSE mount did not come up")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_eio_and_hung_files_cost_only_their_own_source(faulty_mount, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "rank3.log").write_text(ENOSPC + "\n")
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "denpex_tui", "scan", "--json", "--io-timeout", "2",
+                        str(faulty_mount), str(faulty_mount / "hungdir"), str(other)],
+                       capture_output=True, text=True, timeout=90)
+    assert time.perf_counter() - t0 < 60
+    assert r.returncode == 1, r.stderr
+    assert "eio-rank1.log: read error (Input/output error)" in r.stderr
+    assert "hang-rank2.log: no progress for 2 s (hung filesystem?)" in r.stderr
+    assert "hungdir: no answer for 2 s" in r.stderr or "hungdir: no progress" in r.stderr
+    doc = json.loads(r.stdout)
+    ranks = {f["rank"] for f in doc["findings"] if f["signature"] == "os.enospc"}
+    assert {0, 3} <= ranks

@@ -50,6 +50,7 @@ class SourceInfo:
     exec_rank: int | None = None  # --exec 3='...'
     order: int = 0  # position on the command line, for stable ordering
     history_only: bool = False  # rotated/compressed copies
+    size: int = 0  # bytes at discovery
 
     @property
     def priority(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -53,6 +54,37 @@ class ScanResult:
 
 
 _WORKER: dict[str, Any] = {}
+IO_TIMEOUT_S = 60.0
+
+
+def _watchdog(fn, progress, timeout: float):
+    """Run ``fn`` in a daemon thread; give up when ``progress()`` has not moved for
+    ``timeout`` seconds (a hung NFS/FUSE mount blocks a read or a stat for minutes, or for
+    ever, in a state no signal can interrupt). Returns ``(finished, result)``; an abandoned
+    thread stays blocked in the kernel, harmlessly, until the process exits."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    t = threading.Thread(target=target, daemon=True, name="denpex-io")
+    t.start()
+    last = progress()
+    quiet_since = time.monotonic()
+    while True:
+        t.join(0.1)
+        if not t.is_alive():
+            if "error" in box:
+                raise box["error"]
+            return True, box.get("result")
+        now_p = progress()
+        if now_p != last:
+            last, quiet_since = now_p, time.monotonic()
+        elif time.monotonic() - quiet_since >= timeout:
+            return False, None
 
 
 def _worker_init(sig_dirs: list[str] | None, include_user: bool, nice: int) -> None:
@@ -76,8 +108,24 @@ def _year_hint(path: str) -> int | None:
         return None
 
 
-def process_source(info: SourceInfo, matcher: Matcher) -> ProcessorResult:
+def process_source(info: SourceInfo, matcher: Matcher, *, io_timeout: float | None = None) -> ProcessorResult:
+    """One source through the pipeline. With ``io_timeout``, a read that makes no progress
+    for that long (a hung mount) makes this source an error and the scan goes on."""
+    if io_timeout:
+        box: dict[str, SourceProcessor] = {}
+        done, res = _watchdog(lambda: _process(info, matcher, box),
+                              lambda: box["p"].bytes_read if "p" in box else -1, io_timeout)
+        if done:
+            return res
+        p = SourceProcessor(info, matcher)
+        p.errors.append(f"{info.path}: no progress for {io_timeout:.0f} s (hung filesystem?): skipped")
+        return ProcessorResult.of(p)
+    return _process(info, matcher, {})
+
+
+def _process(info: SourceInfo, matcher: Matcher, box: dict) -> ProcessorResult:
     p = SourceProcessor(info, matcher, year_hint=_year_hint(info.path))
+    box["p"] = p
     try:
         if info.kind == "error-json":
             with open(info.path, "rb") as fh:
@@ -137,35 +185,27 @@ def scan_paths(
     attempt: int | None = None,
     since: str | None = None,
     polite: bool = False,
+    io_timeout: float | None = IO_TIMEOUT_S,
 ) -> ScanResult:
     """Scan ``paths`` (files, directories, globs) as one job."""
     t0 = time.perf_counter()
     since_dt = _parse_since(since)
     catalog = catalog or load_catalog(signature_dirs, include_user=include_user)
     matcher = Matcher(catalog)
-    disc = discover(paths)
-    warnings = list(disc.warnings) + [f"signatures: {p}" for p in catalog.problems]
+    disc, warnings = _discover(paths, io_timeout)
+    warnings += [f"signatures: {p}" for p in catalog.problems]
     job = JobState()
     total = 0
     for s in disc.sources:
-        try:
-            total += os.path.getsize(s.path)
-        except OSError:
-            pass
+        total += s.size
     n_jobs = jobs or (1 if polite else (os.cpu_count() or 1))
     if n_jobs > 1 and total >= _PARALLEL_MIN_BYTES and len(disc.sources) > 1:
         # Largest files first so the pool stays busy to the end.
-        order = sorted(disc.sources, key=lambda s: -_size(s.path))
-        with ProcessPoolExecutor(
-            max_workers=n_jobs,
-            initializer=_worker_init,
-            initargs=(signature_dirs, include_user, 10 if polite else 0),
-        ) as pool:
-            for r in pool.map(_worker_run, order, chunksize=1):
-                job.add(r)
+        order = sorted(disc.sources, key=lambda s: -s.size)
+        _parallel(order, job, n_jobs, signature_dirs, include_user, polite, io_timeout, matcher)
     else:
         for s in disc.sources:
-            job.add(process_source(s, matcher))
+            job.add(process_source(s, matcher, io_timeout=io_timeout))
     first_diag = time.perf_counter() - t0
     for r in job.results.values():
         warnings.extend(r.errors)
@@ -202,8 +242,84 @@ def scan_paths(
     )
 
 
-def _size(path: str) -> int:
+def _discover(paths: list[str], io_timeout: float | None):
+    """Discovery under the watchdog: a hung mount named on the command line (or met while
+    walking a directory) is a warning, and the other paths are still scanned."""
+    from .sources import Discovery
+
+    sources = []
+    warnings: list[str] = []
+    for arg in paths:
+        counter = {"n": 0}
+
+        def one(arg=arg, counter=counter):
+            return discover([arg], progress=counter)
+
+        if io_timeout:
+            done, d = _watchdog(one, lambda counter=counter: counter["n"], io_timeout)
+        else:
+            done, d = True, one()
+        if not done:
+            # Keep what was found before the hang; name the directory that hung.
+            where = counter.get("current") or arg
+            warnings += list(counter.get("warnings", []))
+            warnings.append(f"{where}: no answer for {io_timeout:.0f} s while listing it (hung filesystem?): skipped")
+            found = sorted(counter.get("found", []))
+            from .sources import classify
+
+            for i, path in enumerate(found):
+                src = classify(path, i)
+                src.size = counter.get("sizes", {}).get(path, 0)
+                sources.append(src)
+            continue
+        sources += d.sources
+        warnings += d.warnings
+    seen: set[str] = set()
+    uniq = []
+    for s in sources:
+        if s.path not in seen:
+            seen.add(s.path)
+            s.order = len(uniq)
+            uniq.append(s)
+    return Discovery(uniq, []), warnings
+
+
+def _parallel(order, job, n_jobs, signature_dirs, include_user, polite, io_timeout, matcher) -> None:
+    """Files across processes. A file whose worker gives no result within a generous
+    deadline (its size at 5 MB/s, and at least ``io_timeout``) is reported as hung."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    pool = ProcessPoolExecutor(
+        max_workers=n_jobs,
+        initializer=_worker_init,
+        initargs=(signature_dirs, include_user, 10 if polite else 0),
+    )
+    hung = False
     try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
+        futures = {pool.submit(_worker_run, s): (s, time.monotonic()) for s in order}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            for f in done:
+                job.add(f.result())
+            if not io_timeout:
+                continue
+            now = time.monotonic()
+            running = [f for f in pending if f.running()]
+            for f in running:
+                s, t0 = futures[f]
+                deadline = max(io_timeout, s.size / 5e6)
+                if futures[f][1] == t0 and now - t0 > deadline:
+                    p = SourceProcessor(s, matcher)
+                    p.errors.append(f"{s.path}: no result after {deadline:.0f} s (hung filesystem?): skipped")
+                    job.add(ProcessorResult.of(p))
+                    pending.discard(f)
+                    hung = True
+            for f in pending:
+                if not f.running():
+                    futures[f] = (futures[f][0], now)  # its clock starts when a worker takes it
+    finally:
+        if hung:
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.kill()
+        pool.shutdown(wait=not hung, cancel_futures=True)

@@ -99,12 +99,16 @@ def classify(path: str, order: int = 0) -> SourceInfo:
     return info
 
 
-def discover(paths: list[str], *, max_files: int = MAX_FILES) -> Discovery:
-    """Expand files, directories and globs into classified sources."""
+def discover(paths: list[str], *, max_files: int = MAX_FILES, progress: dict | None = None) -> Discovery:
+    """Expand files, directories and globs into classified sources. ``progress["n"]`` counts
+    entries looked at (the scan's watchdog uses it to tell a big tree from a hung mount)."""
+    progress = progress if progress is not None else {}
+    progress.setdefault("n", 0)
+    sizes: dict[str, int] = progress.setdefault("sizes", {})
     import glob
 
-    warnings: list[str] = []
-    found: list[str] = []
+    warnings: list[str] = progress.setdefault("warnings", [])
+    found: list[str] = progress.setdefault("found", [])  # visible to the watchdog as it grows
     seen: set[str] = set()
 
     def add(path: str) -> None:
@@ -133,11 +137,14 @@ def discover(paths: list[str], *, max_files: int = MAX_FILES) -> Discovery:
             except OSError as exc:
                 warnings.append(f"{path}: cannot be read ({exc.strerror or exc})")
                 continue
+            progress["n"] += 1
             if stat.S_ISDIR(st.st_mode):
-                for f in _walk(path, warnings, max_files - len(found)):
+                for f, size in _walk(path, warnings, max_files - len(found), progress):
                     add(f)
+                    sizes[f] = size
             elif stat.S_ISREG(st.st_mode):
                 add(path)
+                sizes[path] = st.st_size
             else:
                 warnings.append(f"{path}: not a regular file or directory (FIFO, device or socket): skipped")
             if len(found) >= max_files:
@@ -145,10 +152,12 @@ def discover(paths: list[str], *, max_files: int = MAX_FILES) -> Discovery:
                 break
     found.sort(key=_rotation_key)
     sources = [classify(p, i) for i, p in enumerate(found)]
+    for src in sources:
+        src.size = sizes.get(src.path, 0)
     return Discovery(sources, warnings)
 
 
-def _walk(root: str, warnings: list[str], budget: int) -> Iterator[str]:
+def _walk(root: str, warnings: list[str], budget: int, progress: dict) -> Iterator[tuple[str, int]]:
     """Log-looking regular files under ``root``; symlinks are not followed into directories
     (no loops), unreadable directories are a warning."""
     stack = [root]
@@ -156,6 +165,7 @@ def _walk(root: str, warnings: list[str], budget: int) -> Iterator[str]:
     n = 0
     while stack:
         d = stack.pop()
+        progress["current"] = d
         try:
             st = os.stat(d)
             key = (st.st_dev, st.st_ino)
@@ -172,14 +182,15 @@ def _walk(root: str, warnings: list[str], budget: int) -> Iterator[str]:
             continue
         subdirs = []
         for e in entries:
+            progress["n"] += 1
             try:
                 if e.is_dir(follow_symlinks=False):
                     subdirs.append(e.path)
-                elif e.is_file(follow_symlinks=True) and looks_like_log(e.name):
+                elif looks_like_log(e.name) and e.is_file(follow_symlinks=True):
                     n += 1
                     if n > budget:
                         return
-                    yield e.path
+                    yield e.path, e.stat(follow_symlinks=True).st_size
             except OSError:
                 continue
         stack.extend(reversed(subdirs))
