@@ -34,7 +34,6 @@ FD_LIKELY_PCT = 90.0
 FD_UNLIKELY_PCT = 50.0
 ENFILE_LIKELY_PCT = 95.0
 
-SIGNATURES_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "signatures")
 
 _KIND_BY_ID = {
     "os.enospc": "enospc",
@@ -324,21 +323,21 @@ def metrics_for(path: str | None, snapshot: Snapshot, *, trends=None, pid: int |
 # --- checklist ----------------------------------------------------------------------------
 
 
-def load_checklist(signature_id: str, directory: str = SIGNATURES_DIR) -> list[dict]:
-    """The ``[[checklist]]`` tables of a built-in signature file, [] if none/unreadable. (The
-    catalog loader owns validation; this only reads the items.)"""
-    fn = os.path.join(directory, f"{signature_id}.toml")
-    try:
-        try:
-            import tomllib  # type: ignore[import-not-found]
-        except ImportError:  # pragma: no cover - Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
-        with open(fn, "rb") as f:
-            data = tomllib.load(f)
-    except (OSError, ValueError, ImportError):
+def load_checklist(signature_id: str) -> list[dict]:
+    """The checklist items of a signature, from the catalog (the one loader that validates
+    packs and applies the user's overrides); [] when the id is unknown."""
+    from denpex_tui.core.catalog import load_catalog
+
+    global _CATALOG
+    if _CATALOG is None:
+        _CATALOG = load_catalog()
+    sig = _CATALOG.get(signature_id)
+    if sig is None:
         return []
-    items = data.get("checklist") or []
-    return [i for i in items if isinstance(i, dict) and isinstance(i.get("text"), str)]
+    return [{"text": c.text, "condition": c.condition} for c in sig.checklist]
+
+
+_CATALOG = None
 
 
 def evaluate_checklist(items: list[dict], metrics: dict) -> list[ChecklistResult]:
