@@ -5,7 +5,7 @@ stays small); everything long-running goes to a worker that posts a message.
 
 from __future__ import annotations
 
-from textual import on, work
+from textual import work
 from textual.widgets import Input
 
 from . import explaining
@@ -24,10 +24,11 @@ PANE_WIDGET = {"log": "#log", "ranks": "#ranks", "findings": "#findings", "fix":
 
 
 class WatchActions:
+    """Handlers here use Textual's naming convention (``on_<widget>_<message>``): ``@on``
+    decorators are only collected from the App class itself, not from a mixin."""
     # -- copy --------------------------------------------------------------------------------
 
-    @on(CommandRow.Copy)
-    def _copy_row(self, msg: CommandRow.Copy) -> None:
+    def on_command_row_copy(self, msg: CommandRow.Copy) -> None:
         self.copy_command(msg.command)
 
     def copy_command(self, cmd) -> None:
@@ -47,8 +48,7 @@ class WatchActions:
 
     # -- findings, ranks, log navigation -----------------------------------------------------
 
-    @on(FindingList.Chosen)
-    def _finding_chosen(self, msg: FindingList.Chosen) -> None:
+    def on_finding_list_chosen(self, msg: FindingList.Chosen) -> None:
         f = msg.group.first
         if f is None:
             return
@@ -57,8 +57,7 @@ class WatchActions:
         if msg.jump:
             self.jump_to(f.path, f.traceback_start or f.line, rank=f.rank)
 
-    @on(RankTable.RankSelected)
-    def _rank_selected(self, msg: RankTable.RankSelected) -> None:
+    def on_rank_table_rank_selected(self, msg: RankTable.RankSelected) -> None:
         self.query_one(LogView).set_filter(rank=msg.rank)
         if self.screen.has_class("-compact"):
             self.action_pane("log")
@@ -127,8 +126,9 @@ class WatchActions:
         box.display = True
         box.focus()
 
-    @on(Input.Submitted, "#search")
-    def _search_submitted(self, msg: Input.Submitted) -> None:
+    def on_input_submitted(self, msg: Input.Submitted) -> None:
+        if msg.input.id != "search":
+            return
         log = self.query_one(LogView)
         log.set_search(msg.value)
         msg.input.display = False

@@ -161,6 +161,7 @@ class DenpexApp(WatchActions, App):
 
     def on_resize(self) -> None:
         self._layout()
+        self.call_after_refresh(self._layout)  # again once the new size is in place
 
     def _layout(self) -> None:
         w, h = self.size

@@ -128,8 +128,9 @@ async def feed(engine: Engine, post: Callable[[Any], Any], *, flush_s: float = 0
     except Exception as exc:  # shown on screen, never a traceback
         error = f"{type(exc).__name__}: {exc}"
     finally:
-        if nxt is not None and not nxt.done():
+        if nxt is not None:
             nxt.cancel()
+            nxt.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved: no warning
         engine.stop()
     try:
         await flush(final=True)

@@ -82,8 +82,10 @@ def theme_from_data(data: dict, where: str) -> Theme:
         if key not in COLOR_FIELDS:
             raise ValueError(f"{where}: colors.{key}: unknown colour (known: {', '.join(COLOR_FIELDS)})")
         try:
+            if not isinstance(value, str):
+                raise ColorParseError("not a string")
             Color.parse(value)
-        except (ColorParseError, TypeError):
+        except ColorParseError:
             raise ValueError(f"{where}: colors.{key}: {value!r} is not a colour") from None
         kwargs[key] = value
     if "primary" not in kwargs:

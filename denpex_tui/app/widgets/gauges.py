@@ -58,7 +58,7 @@ class Gauges(Static):
     Gauges { text-wrap: nowrap; text-overflow: ellipsis; }
     Gauges > .gauges--ok { color: $denpex-gauge-ok; }
     Gauges > .gauges--warn { color: $denpex-gauge-warn; text-style: bold; }
-    Gauges > .gauges--crit { color: $denpex-gauge-crit; text-style: bold reverse; }
+    Gauges > .gauges--crit { color: $denpex-gauge-crit; text-style: bold; }
     Gauges > .gauges--dim { color: $text-muted; }
     Gauges > .gauges--title { text-style: bold; }
     """

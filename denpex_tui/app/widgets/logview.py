@@ -35,7 +35,7 @@ class LogView(ScrollView, can_focus=True):
         "logview--warning", "logview--context", "logview--match", "logview--note",
     }
     DEFAULT_CSS = """
-    LogView { background: $surface; }
+    LogView { background: $surface; scrollbar-size-horizontal: 0; }
     LogView > .logview--gutter { color: $text-muted; }
     LogView > .logview--cursor { background: $denpex-cursor-background; }
     LogView > .logview--initiating { color: $denpex-initiating; text-style: bold reverse; }
@@ -52,8 +52,8 @@ class LogView(ScrollView, can_focus=True):
         Binding("pagedown", "cursor(20)", "page down", show=False),
         Binding("home,g", "top", "top", show=False),
         Binding("end,G", "bottom", "end (follow)", show=False),
-        Binding("left", "scroll_left", "scroll left", show=False),
-        Binding("right", "scroll_right", "scroll right", show=False),
+        Binding("left", "pan(-8)", "scroll left", show=False),
+        Binding("right", "pan(8)", "scroll right", show=False),
     ]
 
     class FollowChanged(Message):
@@ -95,12 +95,12 @@ class LogView(ScrollView, can_focus=True):
         if cut:
             self.cursor = max(0, self.cursor - cut)
             if not self.follow:
-                self.scroll_to(y=max(0, self.scroll_y - cut), animate=False, immediate=True)
+                self.scroll_to(y=max(0, self.scroll_y - cut), animate=False, immediate=True, force=True)
             self._cache.clear()
         self._resize()
         if self.follow:
             self.cursor = max(0, self.row_count - 1)
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
         self.refresh()
 
     def rebuild(self) -> None:
@@ -112,7 +112,7 @@ class LogView(ScrollView, can_focus=True):
         if self.follow or keep is None:
             self.cursor = max(0, self.row_count - 1)
             if self.follow:
-                self.scroll_end(animate=False, immediate=True, x_axis=False)
+                self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
         else:
             self.goto_seq(keep[0])
         self.refresh()
@@ -149,7 +149,7 @@ class LogView(ScrollView, can_focus=True):
         if self.goto_seq(seq):
             h = max(1, self.scrollable_content_region.height)
             top = self.cursor - max(3, h - len(lines) - 1)
-            self.scroll_to(y=max(0, top), animate=False, immediate=True)
+            self.scroll_to(y=max(0, top), animate=False, immediate=True, force=True)
 
     def clear_notes(self) -> bool:
         if not self.buf.notes:
@@ -196,9 +196,9 @@ class LogView(ScrollView, can_focus=True):
     def scroll_to_region_row(self, row: int) -> None:
         h = max(1, self.scrollable_content_region.height)
         if row < self.scroll_y:
-            self.scroll_to(y=row, animate=False, immediate=True)
+            self.scroll_to(y=row, animate=False, immediate=True, force=True)
         elif row >= self.scroll_y + h:
-            self.scroll_to(y=row - h + 1, animate=False, immediate=True)
+            self.scroll_to(y=row - h + 1, animate=False, immediate=True, force=True)
 
     def goto_seq(self, seq: int, *, center: bool = False) -> bool:
         i = self.buf.index_of(seq)
@@ -208,7 +208,7 @@ class LogView(ScrollView, can_focus=True):
         self.cursor = i
         if center:
             h = max(1, self.scrollable_content_region.height)
-            self.scroll_to(y=max(0, i - h // 3), animate=False, immediate=True)
+            self.scroll_to(y=max(0, i - h // 3), animate=False, immediate=True, force=True)
         else:
             self.scroll_to_region_row(i)
         self.refresh()
@@ -218,6 +218,11 @@ class LogView(ScrollView, can_focus=True):
         if delta < 0:
             self._set_follow(False)
         self.move_cursor(self.cursor + delta)
+
+    def action_pan(self, dx: int) -> None:
+        """Long lines: no horizontal scrollbar (it would hide the newest line), keys instead."""
+        self.scroll_to(x=max(0, min(self.scroll_x + dx, self.max_scroll_x)), animate=False, immediate=True, force=True)
+        self.refresh()
 
     def action_top(self) -> None:
         self._set_follow(False)
@@ -229,7 +234,7 @@ class LogView(ScrollView, can_focus=True):
     def follow_end(self) -> None:
         self._set_follow(True)
         self.cursor = max(0, self.row_count - 1)
-        self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
         self.refresh()
 
     def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:

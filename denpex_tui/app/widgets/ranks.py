@@ -20,6 +20,7 @@ STATE_CLASS = {
     "exited": "ranks--dim", "silent": "ranks--warning", "warn": "ranks--warning", "ok": "ranks--ok",
 }
 COLUMNS = ("rank", "state", "last", "first error", "node", "source")
+WIDTHS = (5, 15, 7, 11, 12, 28)  # fixed: live updates never make the table jump
 
 
 def _sig(t: Text) -> str:
@@ -50,8 +51,8 @@ class RankTable(DataTable):
         self._cells: dict[tuple[str, str], str] = {}
 
     def on_mount(self) -> None:
-        for c in COLUMNS:
-            self.add_column(c, key=c)
+        for c, w in zip(COLUMNS, WIDTHS):
+            self.add_column(c, key=c, width=w)
         self.add_row(Text("all"), Text("merged timeline", style="italic"), "", "", "", "", key="all")
 
     def _cell(self, cls: str, text: str) -> Text:
@@ -76,7 +77,7 @@ class RankTable(DataTable):
                 k = (str(r), col)
                 if self._cells.get(k) != _sig(value):
                     self._cells[k] = _sig(value)
-                    self.update_cell(str(r), col, value, update_width=True)
+                    self.update_cell(str(r), col, value)
 
     def _values(self, row: RankRow, age: float | None, standout: bool) -> list[Text]:
         state = row.state
