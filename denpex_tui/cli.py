@@ -101,7 +101,7 @@ def cmd_scan(args, cfg) -> int:
     else:
         from denpex_tui.render.report import make_console, print_scan
 
-        print_scan(result, make_console(), verbose=args.verbose)
+        print_scan(result, make_console(), verbose=args.verbose, measure=not args.no_measure)
     if tmp is not None:
         tmp.cleanup()
     return EXIT_FOUND if result.incidents else EXIT_OK
@@ -235,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--io-timeout", type=float, default=60.0, metavar="S",
                    help="give up on a file or directory that makes no progress for S seconds (hung mount); default 60")
     s.add_argument("--verbose", "-v", action="store_true", help="also list warning-level findings")
+    s.add_argument("--no-measure", action="store_true",
+                   help="do not measure the failing path and local processes now (the ENOSPC/EMFILE differential)")
     s.set_defaults(func=cmd_scan)
 
     e = sub.add_parser("explain", help="explain a pasted traceback or log excerpt")

@@ -71,6 +71,7 @@ class _Exc:
     offset: int
     sig: Signature | None
     original: bool = False
+    origin: str | None = None  # the last frame printed before this exception
     detail_sigs: list[tuple[Signature, str, int, int]] = field(default_factory=list)
 
 
@@ -454,7 +455,9 @@ class SourceProcessor:
             mexc = _EXC_LINE.match(stripped)
             exc_type = mexc.group("type") if mexc else stripped.split(":", 1)[0][:80]
             sig = self.matcher.match(text) if candidate else None
-            b.exceptions.append(_Exc(exc_type, stripped, raw_text, lineno, off, sig, original=b.pending_original))
+            b.exceptions.append(_Exc(exc_type, stripped, raw_text, lineno, off, sig, original=b.pending_original,
+                                     origin=b.origin_frame))
+            b.origin_frame = None
             b.end_line = lineno
             b.pending_original = False
             b.state = "after"
@@ -529,7 +532,7 @@ class SourceProcessor:
             0,
             key,
             exc_type=cause.type,
-            origin=b.origin_frame,
+            origin=cause.origin,
             tb_start=b.start_line,
             chained=chained,
             time_approx=b.time_approx,

@@ -214,11 +214,16 @@ def _sniff(head: bytes) -> str:
         return "utf-16-le"
     if len(sample) >= 64 and sample[0::2].count(0) > len(sample) // 2 * 0.9:
         return "utf-16-be"
+    # Text logs hold TAB/LF/CR/FF and ESC (colour); other C0 bytes and DEL are rare. Random or
+    # compressed data has about 10 % of them, so 3 % is a clear line between the two.
     nul = sample.count(0)
-    ctrl = sum(1 for b in sample if b < 9 or 13 < b < 32)
-    if nul > len(sample) // 100 + 4 or ctrl > len(sample) // 10 + 8:
+    ctrl = len(sample.translate(None, _TEXT_BYTES))
+    if nul > len(sample) // 100 + 4 or ctrl > len(sample) * 3 // 100 + 8:
         return "binary"
     return "text"
+
+
+_TEXT_BYTES = bytes(b for b in range(256) if not (b < 32 and b not in (9, 10, 11, 12, 13, 27)) and b != 127)
 
 
 def _mostly_nul(sample: bytes) -> bool:

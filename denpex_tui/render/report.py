@@ -75,7 +75,36 @@ def _fold(findings: list[Finding]) -> list[tuple[str, str, str, int, list[int | 
     return rows
 
 
-def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Catalog) -> None:
+def _print_measured(con: Console, f: Finding, result: ScanResult) -> None:
+    """The ENOSPC/EMFILE differential, measured on this machine now (never at failure time)."""
+    from denpex_tui.core.fixes import incident_values
+    from denpex_tui.probes.differential import differential, differential_kind
+    from denpex_tui.probes.sampler import Prober
+
+    if differential_kind(f.signature) is None:
+        return
+    values = incident_values(f, result.job)
+    path = values.get("path") or values.get("dir")
+    try:
+        prober = Prober(paths=[values["dir"]] if values.get("dir") else [])
+        d = differential(f.signature, path, prober.snapshot())
+    except Exception as exc:  # a probe must never break the report
+        con.print(Text(f"  measured now: not available ({type(exc).__name__})", style="dim"))
+        return
+    t = Text("  measured now on this machine ", style="bold")
+    t.append(f"({d.note}, {d.measured_at}):", style="dim")
+    con.print(t)
+    for c in d.candidates:
+        mark = {"likely": "!", "unlikely": "-", "unknown": "?"}.get(c.verdict, "?")
+        style = {"likely": "bold red", "unlikely": "dim", "unknown": "yellow"}.get(c.verdict, "")
+        row = Text(f"    {mark} {c.verdict:<9} ", style=style)
+        row.append(f"{c.title}: {safe_str(c.evidence)}")
+        con.print(row)
+    for cv in d.caveats:
+        con.print(Text("    note: " + safe_str(cv), style="dim"))
+
+
+def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Catalog, measure: bool = True) -> None:
     head = Text(f"Attempt {inc.attempt}: ", style="bold")
     head.append(inc.summary, style="bold")
     head.append("   confidence: ")
@@ -104,6 +133,8 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
         con.print(Text("  evidence:", style="bold"))
         for e in inc.evidence:
             con.print(Text("    - " + e))
+    if inc.initiating and measure:
+        _print_measured(con, inc.initiating, result)
     if inc.initiating:
         panel = fix_panel(inc.initiating, catalog, result.job)
         if panel.signature is not None:
@@ -128,7 +159,7 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
     con.print()
 
 
-def print_scan(result: ScanResult, con: Console, *, verbose: bool = False) -> None:
+def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measure: bool = True) -> None:
     srcs = result.job.sources()
     ranks = sorted({r for s in srcs for r in s.ranks})
     nodes = sorted({s.node for s in srcs if s.node})
@@ -148,14 +179,15 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False) -> No
     if not result.incidents:
         con.print(Text("No failure found: no rank logged a known failure signature or an uncaught exception.", style="green"))
     for inc in result.incidents:
-        print_incident(con, inc, result, result.catalog)
+        print_incident(con, inc, result, result.catalog, measure=measure)
     shown = [f for f in result.findings if verbose or f.severity == "error"]
     if shown:
         con.print(Text(f"Findings ({len(shown)}, repeats folded):", style="bold"))
         for sig, role, title, count, ranks_ in _fold(shown):
             t = Text("  ")
             t.append(f"{role:<11}", style=ROLE_STYLE.get(role, ""))
-            t.append(f" {sig:<34} ranks {rank_ranges(ranks_) or '?':<10} x{count:<5} {title}")
+            who = rank_ranges(ranks_) or ("agent" if all(r is None for r in ranks_) else "?")
+            t.append(f" {sig:<34} ranks {who:<10} x{count:<5} {title}")
             con.print(t)
     for w in result.warnings:
         con.print(Text("warning: " + w, style="yellow"), highlight=False)
