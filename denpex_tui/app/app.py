@@ -101,6 +101,7 @@ class DenpexApp(WatchActions, App):
         self._metrics: dict[Any, tuple] = {}
         self._incident_key: Any = None
         self._theme_names: list[str] = []
+        self._gauge_alert = ""
         themes, self.theme_problems = load_themes()
         for th in themes:
             self.register_theme(th)
@@ -248,7 +249,7 @@ class DenpexApp(WatchActions, App):
         st, now = self.state, self.options.clock()
         log = self.query_one(LogView)
         level, text = st.diagnosis(now)
-        extra = "engine stopped" if self.engine_done else ""
+        extra = " · ".join(x for x in (self._gauge_alert, "engine stopped" if self.engine_done else "") if x)
         if log.rank_filter is not None:
             extra = f"log: rank {log.rank_filter} only (a: all)" + (f" · {extra}" if extra else "")
         self.query_one(StatusBar).show(st.shape_text(), fmt_elapsed(now - self.started), log.follow, level, text, extra)
@@ -271,7 +272,11 @@ class DenpexApp(WatchActions, App):
     # -- probes ------------------------------------------------------------------------------
 
     def on_probe_update(self, msg: ProbeUpdate) -> None:
-        self.query_one(Gauges).show(msg.snapshot, msg.path_trends, msg.proc_trends)
+        g = self.query_one(Gauges)
+        g.show(msg.snapshot, msg.path_trends, msg.proc_trends)
+        alert = g.critical_count()
+        self._gauge_alert = f"✖ {alert} gauge{'s' if alert > 1 else ''} critical (5)" if alert else ""
+        self._refresh()
 
     def on_measured(self, msg: Measured) -> None:
         self._metrics[msg.key] = (msg.metrics, msg.differential)

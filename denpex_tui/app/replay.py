@@ -50,9 +50,10 @@ def _ts(t) -> float | None:
 
 
 def _timeline(lines: list, findings: list) -> list:
-    """Lines in log-time order, as they would have arrived live. A line without a timestamp
-    takes the one of the line before it in its file; lines before a file's first timestamp
-    (a stderr traceback) take the time the engine gave that file's first finding."""
+    """Lines in log-time order, as they would have arrived live. Within a file, time never
+    goes backwards; a line without a timestamp takes the one of the line before it (or the
+    file's first one); a file with no timestamp at all (a stderr traceback) takes the time the
+    engine gave its first finding."""
     from denpex_tui.core.lineparse import parse_prefix, parse_time
 
     first_finding: dict[str, float] = {}
@@ -68,9 +69,9 @@ def _timeline(lines: list, findings: list) -> list:
         lns.sort(key=lambda ln: ln.line)
         stamps = [_ts(parse_time(parse_prefix(ln.text).text)[0]) for ln in lns]
         first = next((t for t in stamps if t is not None), None)
-        prev = first_finding.get(source, first if first is not None else float("inf"))
+        prev = first if first is not None else first_finding.get(source, float("inf"))
         for ln, t in zip(lns, stamps):
-            if t is not None:
+            if t is not None and t > prev:  # never backwards within a file (a report's "time :")
                 prev = t
             keyed.append((prev, source, ln.line, ln))
     keyed.sort(key=lambda k: k[:3])

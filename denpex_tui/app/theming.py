@@ -50,6 +50,8 @@ VARIABLE_DEFAULTS: dict[str, str] = {
     "denpex-match-background": "#5C4B00",
     "denpex-cursor-background": "#263247",
     "denpex-command": "#9CDCFE",
+    "denpex-dim": "#8B95A7",  # muted text drawn by widgets (no alpha: component styles cannot blend)
+    "denpex-border": "#3A4556",
 }
 
 

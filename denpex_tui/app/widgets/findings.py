@@ -29,7 +29,7 @@ class FindingList(OptionList):
     FindingList > .findings--collateral { color: $denpex-collateral; }
     FindingList > .findings--warning { color: $denpex-warning; }
     FindingList > .findings--context { color: $denpex-context; }
-    FindingList > .findings--dim { color: $text-muted; }
+    FindingList > .findings--dim { color: $denpex-dim; }
     """
 
     class Chosen(Message):

@@ -59,7 +59,7 @@ class Gauges(Static):
     Gauges > .gauges--ok { color: $denpex-gauge-ok; }
     Gauges > .gauges--warn { color: $denpex-gauge-warn; text-style: bold; }
     Gauges > .gauges--crit { color: $denpex-gauge-crit; text-style: bold; }
-    Gauges > .gauges--dim { color: $text-muted; }
+    Gauges > .gauges--dim { color: $denpex-dim; }
     Gauges > .gauges--title { text-style: bold; }
     """
 
@@ -73,6 +73,19 @@ class Gauges(Static):
     def show(self, snapshot: Snapshot | None, path_trends: dict, proc_trends: dict) -> None:
         self.snapshot, self.path_trends, self.proc_trends = snapshot, path_trends, proc_trends
         self.update(self._text())
+
+    def critical_count(self) -> int:
+        """Gauges at or past FULL: watched paths (bytes or inodes) and processes (fds)."""
+        snap = self.snapshot
+        if snap is None:
+            return 0
+        n = 0
+        for pr in snap.paths:
+            for free in (pr.bytes_free_pct, pr.inodes_free_pct):
+                if free is not None and 100.0 - free >= FULL:
+                    n += 1
+        n += sum(1 for p in snap.processes if (p.fd_used_pct or 0.0) >= FULL)
+        return n
 
     def set_note(self, note: str) -> None:
         self.note = note
@@ -104,7 +117,9 @@ class Gauges(Static):
             return t
         for pr in snap.paths:
             self._path(t, pr, width)
-        procs = [p for p in snap.processes if p.role != "launcher"]
+        # the process closest to its limit first: the one to look at is always in view
+        procs = sorted((p for p in snap.processes if p.role != "launcher"),
+                       key=lambda p: (-(p.fd_used_pct or 0.0), -(p.deleted_open_bytes or 0), p.rank or 0, p.pid))
         for p in procs[:MAX_PROCS]:
             self._proc(t, p, width)
         if len(procs) > MAX_PROCS:
@@ -128,14 +143,14 @@ class Gauges(Static):
             iused = None if pr.inodes_free_pct is None else 100.0 - pr.inodes_free_pct
             self._bar(t, "inodes", iused, f"{_count(pr.inodes_free)} free", width)
         extra = []
-        if pr.deleted_open_bytes:
-            extra.append(f"deleted-open {human_bytes(pr.deleted_open_bytes)}")
         tr = self.path_trends.get(pr.path)
         if tr is not None:
             if tr.eta_full_seconds is not None:
                 extra.append(f"full in ~{fmt_duration(tr.eta_full_seconds)}")
             if tr.eta_inodes_seconds is not None:
                 extra.append(f"inodes out in ~{fmt_duration(tr.eta_inodes_seconds)}")
+        if pr.deleted_open_bytes:
+            extra.append(f"deleted-open {human_bytes(pr.deleted_open_bytes)}")
         if extra:
             t.append("    " + " · ".join(extra) + "\n", style=self._s("gauges--warn"))
 
@@ -148,13 +163,13 @@ class Gauges(Static):
         lim = p.fd_soft_limit
         self._bar(t, "fds", p.fd_used_pct, f"{p.fds}/{lim if lim else '∞'}", width)
         extra = []
-        if p.deleted_open_bytes:
-            extra.append(f"deleted-open {human_bytes(p.deleted_open_bytes)}")
         tr = self.proc_trends.get(p.pid)
         if tr is not None:
             if tr.eta_saves is not None:
                 extra.append(f"fd limit in ~{tr.eta_saves} saves")
             elif tr.eta_seconds is not None:
                 extra.append(f"fd limit in ~{fmt_duration(tr.eta_seconds)}")
+        if p.deleted_open_bytes:
+            extra.append(f"deleted-open {human_bytes(p.deleted_open_bytes)}")
         if extra:
             t.append("    " + " · ".join(extra) + "\n", style=self._s("gauges--warn"))

@@ -36,7 +36,7 @@ class LogView(ScrollView, can_focus=True):
     }
     DEFAULT_CSS = """
     LogView { background: $surface; scrollbar-size-horizontal: 0; }
-    LogView > .logview--gutter { color: $text-muted; }
+    LogView > .logview--gutter { color: $denpex-dim; }
     LogView > .logview--cursor { background: $denpex-cursor-background; }
     LogView > .logview--initiating { color: $denpex-initiating; text-style: bold reverse; }
     LogView > .logview--collateral { color: $denpex-collateral; text-style: bold; }

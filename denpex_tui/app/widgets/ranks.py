@@ -37,7 +37,7 @@ class RankTable(DataTable):
     RankTable > .ranks--collateral { color: $denpex-collateral; }
     RankTable > .ranks--warning { color: $denpex-warning; text-style: bold; }
     RankTable > .ranks--ok { color: $denpex-ok; }
-    RankTable > .ranks--dim { color: $text-muted; }
+    RankTable > .ranks--dim { color: $denpex-dim; }
     """
 
     class RankSelected(Message):

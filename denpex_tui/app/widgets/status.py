@@ -27,7 +27,7 @@ class StatusBar(Widget):
     StatusBar > .status--error { color: $denpex-error; text-style: bold; }
     StatusBar > .status--warn { color: $denpex-warning; text-style: bold; }
     StatusBar > .status--ok { color: $denpex-ok; }
-    StatusBar > .status--dim { color: $text-muted; }
+    StatusBar > .status--dim { color: $denpex-dim; }
     """
 
     def __init__(self, **kw) -> None:
