@@ -177,10 +177,13 @@ def test_a_200mb_line_without_newline_keeps_memory_bounded(tmp_path):
         chunk = b"x" * (1 << 20)
         for _ in range(200):
             fh.write(chunk)
+    # VmHWM is this process's own peak (ru_maxrss would carry the high-water mark of the
+    # pytest process it was forked from across exec).
     code = (
-        "import resource,sys;from denpex_tui.core.scan import scan_paths;"
+        "import re;from denpex_tui.core.scan import scan_paths;"
         f"r=scan_paths([{str(big)!r}],include_user=False);"
-        "print(len(r.incidents), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "hwm=re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1);"
+        "print(len(r.incidents), hwm)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     n, rss_kib = out.stdout.split()

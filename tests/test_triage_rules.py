@@ -43,3 +43,44 @@ def test_nvme_enospc_refines_generic_enospc_and_fills_the_nvme_path(tmp_path):
     assert panel.values["path"] == "/local_nvme/zero_stage_3/optimizer/rank3/41.tensor.swp"
     assert panel.values["nvme_path"] == "/local_nvme"
     assert any(c.text.startswith("df -h -- /local_nvme && df -i -- /local_nvme") for c in panel.commands if c.complete)
+
+
+def _nccl_job(tmp_path, n=300, stalled=137):
+    """n ranks, one file each (Slurm-style rank files). Every rank but `stalled` prints the real
+    ProcessGroupNCCL watchdog timeout (failure-messages.md D1 and D2) after its last step."""
+    for r in range(n):
+        lines = [f"[2026-11-29 10:00:{s:02d},000] [INFO] [logging.py:123:log_dist] [Rank {r}] step={s}, skipped=0"
+                 for s in range(0, 40 if r != stalled else 30)]
+        if r != stalled:
+            lines += [
+                f"[rank{r}]:[E1129 10:10:40.426415540 ProcessGroupNCCL.cpp:629] [Rank {r}] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=20585, OpType=ALLREDUCE, NumelIn=131072000, NumelOut=131072000, "
+                "Timeout(ms)=600000) ran for 600081 milliseconds before timing out.",
+                f"[rank{r}]:[E1129 10:10:40.482119928 ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID 0(default_pg) Rank {r}]"
+                "  failure detected by watchdog at work sequence id: 20585 PG status: last enqueued work: 20589, "
+                "last completed work: 20584",
+            ]
+        (tmp_path / f"train-{r}.log").write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def test_300_ranks_of_nccl_timeouts_name_the_silent_rank(tmp_path):
+    job = _nccl_job(tmp_path)
+    r = scan_paths([str(job)], include_user=False)
+    assert len(r.incidents) == 1
+    inc = r.incidents[0]
+    assert inc.initiating.signature == "dist.rank-stalled" and inc.initiating.rank == 137
+    assert "step=29" in inc.initiating.text
+    assert len(inc.collateral) == 299 and {c.signature for c in inc.collateral} == {"nccl.watchdog-timeout"}
+    assert inc.confidence == "high"
+
+
+def test_300_collateral_findings_fold_into_one_row(tmp_path):
+    import subprocess
+    import sys
+
+    job = _nccl_job(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "denpex_tui", "scan", "--no-measure", str(job)],
+                         capture_output=True, text=True).stdout
+    assert "ranks 0-136,138-299  nccl.watchdog-timeout" in out
+    assert out.count("nccl.watchdog-timeout") <= 3

@@ -253,7 +253,7 @@ class SourceProcessor:
                 self.fb_root = text.strip() != "Failures:"
                 return
         g, local = self._rank_of(pre)
-        if key is not None or self.info.kind != "console":
+        if key is not None or self.info.kind != "console" or g is not None:
             self._note_key(g, local)
         t, t_text = parse_time(text, self.year_hint)
         if t is not None:
@@ -665,6 +665,8 @@ class SourceProcessor:
                 continue
             pre = parse_prefix(safe_line(raw).text)
             key = self._stream_key(pre)
+            if key is None and pre.rank is not None:
+                key = ("g", pre.rank)  # a rank named in the text ([rank3]:, DeepSpeed's [Rank 3])
             if key in found:
                 continue
             if self.info.kind == "console" and key is None:
