@@ -23,10 +23,6 @@ COLUMNS = ("rank", "state", "last", "first error", "node", "source")
 WIDTHS = (5, 15, 7, 11, 12, 28)  # fixed: live updates never make the table jump
 
 
-def _sig(t: Text) -> str:
-    return f"{t.plain}\0{t.style}"
-
-
 class RankTable(DataTable):
     COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | {
         "ranks--initiating", "ranks--error", "ranks--collateral", "ranks--warning", "ranks--ok", "ranks--dim",
@@ -48,7 +44,7 @@ class RankTable(DataTable):
     def __init__(self, **kw) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kw)
         self._ranks: list[int] = []
-        self._cells: dict[tuple[str, str], str] = {}
+        self._cells: dict[tuple[str, str], tuple[str, str]] = {}
 
     def on_mount(self) -> None:
         for c, w in zip(COLUMNS, WIDTHS):
@@ -66,35 +62,36 @@ class RankTable(DataTable):
             self._cells.clear()
             self.add_row(Text("all"), Text("merged timeline", style="italic"), "", "", "", "", key="all")
             for r in ranks:
-                values = self._values(rows[r], ages.get(r), r in standout)
-                self.add_row(*values, key=str(r))
-                self._cells.update({(str(r), c): _sig(v) for c, v in zip(COLUMNS, values)})
+                cells = self._plain(rows[r], ages.get(r), r in standout)
+                self.add_row(*(self._cell(cls, text) for cls, text in cells), key=str(r))
+                self._cells.update({(str(r), c): v for c, v in zip(COLUMNS, cells)})
             self._ranks = ranks
             self.move_cursor(row=min(keep, len(ranks)), animate=False)
             return
-        for r in ranks:
-            for col, value in zip(COLUMNS, self._values(rows[r], ages.get(r), r in standout)):
+        for r in ranks:  # 1 Hz while quiet: compare plain (class, text) pairs, build Text only on change
+            for col, cell in zip(COLUMNS, self._plain(rows[r], ages.get(r), r in standout)):
                 k = (str(r), col)
-                if self._cells.get(k) != _sig(value):
-                    self._cells[k] = _sig(value)
-                    self.update_cell(str(r), col, value)
+                if self._cells.get(k) != cell:
+                    self._cells[k] = cell
+                    self.update_cell(str(r), col, self._cell(*cell))
 
-    def _values(self, row: RankRow, age: float | None, standout: bool) -> list[Text]:
+    @staticmethod
+    def _plain(row: RankRow, age: float | None, standout: bool) -> list[tuple[str, str]]:
+        """(component class, text) of each cell."""
         state = row.state
         sym, word = STATE_SYMBOLS[state]
         cls = STATE_CLASS[state]
-        age_text = fmt_age(age) + (" !" if standout else "")
         first = row.first_error
         first_text = "-"
         if first is not None and first.time is not None:
             first_text = first.time.strftime("%H:%M:%S") + ("~" if first.time_approx else "")
         return [
-            self._cell(cls if state in ("initiating", "error") else "", str(row.rank)),
-            self._cell(cls, f"{sym} {word}"),
-            self._cell("ranks--warning" if standout else "", age_text),
-            self._cell("ranks--error" if first is not None else "ranks--dim", first_text),
-            self._cell("", row.node or "-"),
-            self._cell("ranks--dim", row.source or "-"),
+            (cls if state in ("initiating", "error") else "", str(row.rank)),
+            (cls, f"{sym} {word}"),
+            ("ranks--warning" if standout else "", fmt_age(age) + (" !" if standout else "")),
+            ("ranks--error" if first is not None else "ranks--dim", first_text),
+            ("", row.node or "-"),
+            ("ranks--dim", row.source or "-"),
         ]
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
