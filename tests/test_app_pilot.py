@@ -15,6 +15,7 @@ from textual.geometry import Offset
 from textual.selection import Selection
 
 from denpex_tui.app.messages import EngineBatch, ExplainReady, ProbeUpdate
+from denpex_tui.app.screens.help import HelpScreen
 from denpex_tui.app.widgets.findings import FindingList
 from denpex_tui.app.widgets.fixpanel import CommandRow, FixPanel
 from denpex_tui.app.widgets.gauges import Gauges
@@ -354,8 +355,11 @@ def test_help_lists_every_key_and_the_tmux_clipboard_setting(failed_root):
             for b in app.BINDINGS + LogView.BINDINGS + CommandRow.BINDINGS:
                 assert b.description in text, b.description
             assert "set -g set-clipboard on" in text and "OSC 52" in text
+            assert isinstance(app.screen, HelpScreen)
+            assert "?" in text and "right_square_bracket" not in text  # keys as people type them
             await pilot.press("escape")
-            assert not app.screen.query("HelpScreen") and app.screen.id != "help"
+            await pilot.pause(0.1)
+            assert not isinstance(app.screen, HelpScreen)
 
     run(main())
 

@@ -166,3 +166,15 @@ def test_watch_cli_help_and_no_logs_found(monkeypatch, capsys):
     assert cli.main(["watch"]) == 2
     err = capsys.readouterr().err
     assert "no training process" in err and "denpex watch /path/to/job/logs" in err and "--demo" in err
+
+
+def test_commands_from_a_user_pack_and_incomplete_ones_say_so():
+    from denpex_tui.app.widgets.fixpanel import CommandRow, command_note
+    from denpex_tui.core.commands import render_command
+
+    cmd = render_command("Free space", "df -h -- {ckpt_dir} && ls {path}", {"path": "/ckpt/x y.pt"},
+                         builtin=False, pack="team-pack")
+    assert cmd.text == "df -h -- <ckpt_dir> && ls '/ckpt/x y.pt'"
+    assert command_note(cmd) == "[user pack: team-pack]  fill in <ckpt_dir>"
+    shown = CommandRow(cmd, 1).command_text.plain
+    assert "[user pack: team-pack]" in shown and "$ " + cmd.text in shown

@@ -52,7 +52,7 @@ class WatchOptions:
     processes: bool = True  # the engine's process table (exits on the timeline)
     probes: bool = True
     discover: bool | None = None
-    keep_lines: int = 5000
+    keep_lines: int = 1000  # per source, in the engine (the view keeps its own 20 000)
     view_lines: int = 20_000
     notice: str = ""
     root: str | None = None

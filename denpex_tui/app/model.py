@@ -279,7 +279,8 @@ class WatchState:
 
     def stands_out(self, now: float) -> set[int]:
         """Ranks whose silence stands out: the engine says so, or far behind their peers."""
-        out = {r for r, row in self.ranks.items() if row.stalled is not None}
+        # a rank that already failed (or exited) is expected to be quiet: only a live one stands out
+        out = {r for r, row in self.ranks.items() if row.stalled is not None and row.state == "silent"}
         ages = {r: a for r, a in self.ages(now).items() if a is not None}
         if len(ages) >= 2:
             med = statistics.median(ages.values())

@@ -29,8 +29,15 @@ NOTES = [
 ]
 
 
+KEY_NAMES = {
+    "question_mark": "?", "right_square_bracket": "]", "left_square_bracket": "[", "slash": "/",
+    "escape": "Esc", "enter": "Enter", "f1": "F1", "up": "↑", "down": "↓", "left": "←", "right": "→",
+    "pageup": "PgUp", "pagedown": "PgDn", "home": "Home", "end": "End", "ctrl+c": "ctrl+c",
+}
+
+
 def _keys(b: Binding) -> str:
-    return " / ".join(k.strip() for k in b.key.split(","))
+    return " / ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in b.key.split(","))
 
 
 class HelpScreen(ModalScreen[None]):

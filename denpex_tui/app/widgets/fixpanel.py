@@ -60,6 +60,7 @@ class CommandRow(Static, can_focus=True):
             t.append("  " + note, style="italic")
         t.append("\n$ ")
         t.append(command.text)
+        self.command_text = t
         super().__init__(t, **kw)
 
     def action_copy(self) -> None:

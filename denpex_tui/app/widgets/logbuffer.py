@@ -45,8 +45,8 @@ class LogBuffer:
 
     def visible(self, ll: LogLine) -> bool:
         r = self.rank_of(ll)
-        if self.rank_filter is not None:
-            return r == self.rank_filter
+        if self.rank_filter is not None and r != self.rank_filter:
+            return False
         if self.hide_copies:
             kind = self.kinds.get(ll.source)
             if kind == "error-json":
