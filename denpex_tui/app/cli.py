@@ -32,8 +32,6 @@ def add_parser(subparsers) -> None:
 
 
 def run(args, cfg) -> int:
-    from denpex_tui.cli import UsageError
-
     watch_cfg = cfg.get("watch", {}) if cfg else {}
     sig_dirs = list(watch_cfg.get("signatures", [])) + list(args.signatures or [])
     paths = list(args.paths)
@@ -82,8 +80,6 @@ def run(args, cfg) -> int:
         theme=args.theme or watch_cfg.get("theme"), processes=not args.demo, probes=not args.no_probes,
         discover=False if args.demo else None, notice=notice, root=common_root(paths),
     )
-    if opts.theme and not any(ch.isalnum() for ch in opts.theme):
-        raise UsageError(f"--theme: {opts.theme!r} is not a theme name")
     app = DenpexApp(opts, catalog)
     if writer is not None:
         writer.start()
