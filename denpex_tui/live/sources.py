@@ -52,6 +52,7 @@ LINGER_S = 10.0  # an old (rotated/deleted) file is still followed until quiet t
 PARTIAL_TIMEOUT_S = 5.0  # a partial line is flushed after the file is quiet this long
 NAME_CHECK_MIN_S = 1.0  # stat by name at most this often while the file is quiet ...
 NAME_CHECK_MAX_S = 10.0  # ... and at least this often even while it grows
+NAME_CHECK_WATCHED_S = 60.0  # with an inotify watch on a local filesystem (safety net)
 RETRY_S = 30.0  # retry period for paths in error (permission denied, FIFO, ...)
 MAX_CKPTS = 16
 
@@ -295,6 +296,7 @@ class FileFollower:
         self.err: str | None = None
         self.ever_opened = False
         self.last_name_check = 0.0
+        self.name_check_min = NAME_CHECK_MIN_S  # the Tailer raises it with many files
         self.force_name_check = False
         self.missing_since: float | None = None
         self.lost: _Open | None = None  # identity of a file we lost to an I/O error
@@ -765,7 +767,8 @@ class FileFollower:
         at_eof = f.pos >= size and not r.more
         since = now - self.last_name_check
         if at_eof and not self.history_only and (
-            self.force_name_check or since >= NAME_CHECK_MAX_S or (not grew and since >= NAME_CHECK_MIN_S)
+            self.force_name_check or since >= max(NAME_CHECK_MAX_S, self.name_check_min)
+            or (not grew and since >= self.name_check_min)
         ):
             self._name_check(now, r)
 

@@ -47,10 +47,12 @@ import os
 import queue
 import threading
 import time
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, Iterable
 
 from ._fsinfo import CTO_FS, NAME_EVENTS, Inotify, MountTable
 from .sources import (
+    NAME_CHECK_MIN_S,
+    NAME_CHECK_WATCHED_S,
     READ_CHUNK,
     Chunk,
     DirWatch,
@@ -60,7 +62,7 @@ from .sources import (
     expand_spec,
 )
 
-__all__ = ["Tailer", "TokenBucket"]
+__all__ = ["Tailer", "TailStream", "TokenBucket"]
 
 
 class TokenBucket:
@@ -172,7 +174,8 @@ class _Pool:
 
 
 class _Lane:
-    __slots__ = ("key", "mount", "fstype", "network", "cls", "waiting", "inflight", "hung")
+    __slots__ = ("key", "mount", "fstype", "network", "cls", "waiting", "urgent", "inflight", "hung",
+                 "next_ok")
 
     def __init__(self, key, mount: str, fstype: str, network: bool, cls: str) -> None:
         self.key = key
@@ -180,9 +183,11 @@ class _Lane:
         self.fstype = fstype
         self.network = network
         self.cls = cls  # "live", "hist" or "dir"
-        self.waiting: dict[int, Any] = {}
+        self.waiting: dict[int, Any] = {}  # timer-driven polls, FIFO
+        self.urgent: dict[int, Any] = {}  # inotify wake-ups, reads to continue, first polls
         self.inflight: _Batch | None = None
         self.hung: _Batch | None = None
+        self.next_ok = 0.0
 
 
 class _Batch:
@@ -220,6 +225,39 @@ class _Batch:
         return out
 
 
+class TailStream:
+    """The iterator returned by ``Tailer.run()`` (cancellation-safe ``__anext__``)."""
+
+    def __init__(self, tailer: "Tailer") -> None:
+        self._t = tailer
+
+    def __aiter__(self) -> "TailStream":
+        return self
+
+    async def __anext__(self) -> Any:
+        t = self._t
+        if not t._started:
+            t._start()
+        while True:
+            if t._q and not t._stopping:
+                return t._pop()
+            if t._stopping:
+                await t._shutdown()
+                raise StopAsyncIteration
+            fut = t._loop.create_future()
+            t._consumer_fut = fut
+            try:
+                await fut
+            finally:
+                if t._consumer_fut is fut:
+                    t._consumer_fut = None
+
+    async def aclose(self) -> None:
+        self._t.stop()
+        if self._t._started:
+            await self._t._shutdown()
+
+
 class Tailer:
     """Follow paths (files, directories, globs) and ``--exec`` commands.
 
@@ -251,6 +289,7 @@ class Tailer:
         from_end: bool = False,
         history: bool = True,
         poll_min: float = 0.05,
+        poll_quiet_min: float = 0.1,
         poll_max: float = 2.0,
         poll_max_watched: float = 10.0,
         dir_poll_min: float = 1.0,
@@ -264,6 +303,7 @@ class Tailer:
         max_buffered: int = 32 << 20,
         batch_bytes: int = 16 << 20,
         max_batch: int = 512,
+        tick: float = 0.05,
         max_files: int = 10000,
         proctable: Any = None,
         mounts: MountTable | None = None,
@@ -273,11 +313,19 @@ class Tailer:
         self.start = "end" if from_end else "begin"
         self.history = history
         self.poll_min = poll_min
+        self.poll_quiet_min = min(poll_quiet_min, poll_max)
         self.poll_max = poll_max
         self.poll_max_watched = max(poll_max, poll_max_watched)
+        self._quiet_top = poll_max
+        self._n_polled = 0
+        self._recount_at = 0.0
+        self._pressure = False
+        self._spent_mark = 0
+        self._rot = 0
         self.dir_poll_min = dir_poll_min
         self.dir_poll_max = dir_poll_max
         self.bucket = TokenBucket(max_meta_per_s)
+        self.dir_bucket = TokenBucket(max_meta_per_s * 0.2 if max_meta_per_s else None)
         self.workers = max(1, workers)
         self.max_hung = max_hung
         self.call_timeout = call_timeout
@@ -286,6 +334,8 @@ class Tailer:
         self.max_buffered = max_buffered
         self.batch_bytes = batch_bytes
         self.max_batch = max_batch
+        self.tick = tick
+        self._tick = tick
         self.max_files = max_files
         self.proctable = proctable
         self.mounts = mounts or MountTable()
@@ -302,6 +352,8 @@ class Tailer:
         self._hung_count = 0
         self._stopping = False
         self._started = False
+        self._stream: TailStream | None = None
+        self._shut = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake_fut: asyncio.Future | None = None
         self._consumer_fut: asyncio.Future | None = None
@@ -346,10 +398,21 @@ class Tailer:
     def metadata_calls(self) -> int:
         return self.bucket.spent
 
-    async def run(self) -> AsyncIterator[Any]:
-        """Yield ``Chunk``, ``SourceEvent`` (and ``ProcessEvent``) items until ``stop()``."""
-        if self._started:
+    def run(self) -> "TailStream":
+        """Async iterator of ``Chunk``, ``SourceEvent`` (and ``ProcessEvent``) items.
+
+        ``async for item in tailer.run(): ...`` ends after ``stop()``.  Unlike an async
+        generator, the iterator survives a cancelled ``__anext__`` (e.g. under
+        ``asyncio.wait_for``): nothing is lost, the next call returns the next item.
+        Leaving the loop early does not stop the tailer: call ``stop()`` (or
+        ``await stream.aclose()``).
+        """
+        if self._stream is not None:
             raise RuntimeError("Tailer.run() can be called once")
+        self._stream = TailStream(self)
+        return self._stream
+
+    def _start(self) -> None:
         self._started = True
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
@@ -368,26 +431,15 @@ class Tailer:
         self._tasks.append(asyncio.ensure_future(self._watchdog()))
         if self.proctable is not None:
             self._tasks.append(asyncio.ensure_future(self._pump(self.proctable.run())))
-        try:
-            while True:
-                while self._q and not self._stopping:
-                    item = self._q.popleft()
-                    if isinstance(item, Chunk) and item.kind == "file":
-                        self._buffered -= len(item.data)
-                        if self._buffered < self.max_buffered // 2:
-                            self._kick()
-                            self._room()
-                    elif isinstance(item, Chunk):
-                        self._buffered -= len(item.data)
-                        self._room()
-                    yield item
-                if self._stopping:
-                    return
-                self._consumer_fut = self._loop.create_future()
-                await self._consumer_fut
-                self._consumer_fut = None
-        finally:
-            await self._shutdown()
+
+    def _pop(self) -> Any:
+        item = self._q.popleft()
+        if isinstance(item, Chunk):
+            self._buffered -= len(item.data)
+            if self._buffered < self.max_buffered // 2:
+                self._kick()
+                self._room()
+        return item
 
     # -- sources ----------------------------------------------------------------
     def _add_spec(self, spec) -> None:
@@ -403,7 +455,7 @@ class Tailer:
             return
         self.dirs[key] = d
         self._setup(d, "dir")
-        self._enqueue(d)
+        self._enqueue(d, urgent=True)
 
     def _add_dir(self, d: DirWatch) -> None:
         key = "dir:" + os.path.abspath(d.path) + "|" + d.spec.text
@@ -412,7 +464,7 @@ class Tailer:
         d.source_id = key
         self.dirs[key] = d
         self._setup(d, "dir")
-        self._enqueue(d)
+        self._enqueue(d, urgent=True)
 
     def _add_file(self, path: str, history_only: bool, startup: bool, explicit: bool) -> None:
         sid = os.path.abspath(path)
@@ -437,7 +489,7 @@ class Tailer:
         )
         self.followers[sid] = f
         self._setup(f, "file")
-        self._enqueue(f)
+        self._enqueue(f, urgent=True)
 
     def _setup(self, p, what: str) -> None:
         mount, fstype = self.mounts.lookup(p.path)
@@ -446,6 +498,9 @@ class Tailer:
         p.interval = self.dir_poll_min if what == "dir" else self.poll_min
         p.repoll = False
         p.removed = False
+        p.ino_kick = False
+        p.urgent = False
+        p.enq_at = 0.0
 
     def _remove(self, p) -> None:
         p.removed = True
@@ -474,17 +529,38 @@ class Tailer:
             self._lanes[key] = lane
         return lane
 
-    def _enqueue(self, p) -> None:
-        if p.removed or p.queued or p.inflight:
+    def _enqueue(self, p, kick: bool = False, urgent: bool = False) -> None:
+        """Queue a pollable for its lane.  ``urgent`` work (inotify wake-ups, reads
+        to continue, first polls) goes to the lane's urgent queue and is dispatched at
+        once; timer-driven polls wait in the lane's timer queue and are dispatched at
+        most every ``tick`` per lane, so that they travel in batches (the thread
+        hand-off, not the fstat, is what costs CPU)."""
+        if kick:
+            p.ino_kick = True
+        urgent = urgent or kick
+        if p.removed or p.inflight:
             if p.inflight:
                 p.repoll = True
+            return
+        if p.queued:
+            if urgent and not p.urgent:  # promote
+                lane = p.qlane
+                lane.waiting.pop(id(p), None)
+                lane.urgent[id(p)] = p
+                p.urgent = True
+                self._kick()
             return
         p.queued = True
         p.seq = -1  # any heap entry is stale now
         lane = self._lane_for(p)
-        lane.waiting[id(p)] = p
+        p.enq_at = time.monotonic()
         p.qlane = lane
-        self._kick()
+        if urgent:
+            p.urgent = True
+            lane.urgent[id(p)] = p
+            self._kick()
+        else:
+            lane.waiting[id(p)] = p
 
     def _schedule(self, p, delay: float) -> None:
         p.seq = next(self._seq)
@@ -535,22 +611,38 @@ class Tailer:
             p.seq = -1
             self._enqueue(p)
 
+    def _take(self, p, now: float) -> bool:
+        """Pay for one poll.  Polls woken by inotify (a local write happened) are not
+        throttled: they are as frequent as the writes (coalesced per 10 ms), and the
+        cap is for polling, which is what loads a network filesystem's servers.
+        Directory polls also pay from a second bucket of a fifth of the rate, so that
+        a tree of 1024 rank directories cannot eat the budget of the files."""
+        if p.ino_kick:
+            return True
+        if isinstance(p, DirWatch) and not self.dir_bucket.take(1, now):
+            return False
+        return self.bucket.take(1, now)
+
     def _dispatch(self, now: float) -> float | None:
         """Submit batches; return seconds until tokens allow more (or None)."""
         if self._buffered >= self.max_buffered:
             return None
         token_wait = None
         lanes = list(self._lanes.values())
+        if len(lanes) > 1:  # rotate, so that no lane always gets the tokens first
+            self._rot = (self._rot + 1) % len(lanes)
+            lanes = lanes[self._rot:] + lanes[: self._rot]
         for lane in lanes:
-            if not lane.waiting:
+            if not lane.waiting and not lane.urgent:
                 continue
             if lane.hung is not None:
-                for p in lane.waiting.values():
-                    if not p.hung_reported:
-                        p.hung_reported = True
-                        self._put(SourceEvent(p.path, "error",
-                                              f"waiting: a call on {lane.mount} ({lane.fstype}) timed out after {self.call_timeout:g}s",
-                                              p.source_id))
+                for q in (lane.urgent, lane.waiting):
+                    for p in q.values():
+                        if not p.hung_reported:
+                            p.hung_reported = True
+                            self._put(SourceEvent(p.path, "error",
+                                                  f"waiting: a call on {lane.mount} ({lane.fstype}) timed out after {self.call_timeout:g}s",
+                                                  p.source_id))
                 continue
             if lane.inflight is not None:
                 continue
@@ -559,19 +651,46 @@ class Tailer:
             if lane.cls == "hist" and self.polite and self._hist_inflight >= 1:
                 continue
             items = []
-            for key, p in lane.waiting.items():
-                if not self.bucket.take(1, now):
-                    token_wait = self.bucket.wait_time(1, now)
-                    break
+            short = False
+            skipped = 0
+            for p in lane.urgent.values():
+                if not self._take(p, now):
+                    short = True
+                    skipped += 1
+                    if skipped > 64:
+                        break
+                    continue  # inotify-woken ones just behind may still go
                 items.append(p)
                 if len(items) >= self.max_batch:
                     break
+            if lane.waiting and len(items) < self.max_batch and now >= lane.next_ok and not short:
+                for p in lane.waiting.values():
+                    if not self._take(p, now):
+                        short = True
+                        break
+                    items.append(p)
+                    if len(items) >= self.max_batch:
+                        break
+            elif lane.waiting and now < lane.next_ok:
+                w = lane.next_ok - now
+                token_wait = w if token_wait is None else min(token_wait, w)
+            if short:
+                w = max(self.bucket.wait_time(1, now), self.dir_bucket.wait_time(1, now), 0.002)
+                token_wait = w if token_wait is None else min(token_wait, w)
             if not items:
                 continue
+            timer_items = False
             for p in items:
-                del lane.waiting[id(p)]
+                if p.urgent:
+                    del lane.urgent[id(p)]
+                    p.urgent = False
+                else:
+                    del lane.waiting[id(p)]
+                    timer_items = True
                 p.queued = False
                 p.inflight = True
+            if timer_items:
+                lane.next_ok = now + self._tick
             budget = min(self.batch_bytes, self.max_buffered - self._buffered)
             if lane.cls == "dir":
                 budget = 0
@@ -620,10 +739,14 @@ class Tailer:
             if p.removed:
                 continue
             if r is None:
-                self._enqueue(p)
+                self._enqueue(p, urgent=True)
                 continue
             self.stats["polls"] += 1
-            if r.calls > 1:
+            if p.ino_kick:
+                p.ino_kick = False
+                self.stats["inotify_polls"] += 1
+                self.stats["inotify_calls"] += r.calls
+            elif r.calls > 1:
                 self.bucket.charge(r.calls - 1, now)
             for item in r.items:
                 self._put(item)
@@ -639,36 +762,83 @@ class Tailer:
 
     def _reschedule(self, p, r: PollResult) -> None:
         if isinstance(p, DirWatch):
-            if r.discovered or r.new_dirs or p.force:
+            watched = p.wd is not None and not p.network and self._ino is not None
+            if watched and not p.force:
+                # inotify reports entries created/renamed/deleted: polling is a safety net
+                p.interval = self.dir_poll_max * 3
+            elif r.discovered or r.new_dirs or p.force:
                 p.interval = self.dir_poll_min
             else:
-                top = self.dir_poll_max * (3 if (p.wd is not None and not p.network) else 1)
+                top = self.dir_poll_max
                 if p.is_root and p.state == "missing":
                     top = self.poll_max
-                p.interval = min(max(p.interval, self.dir_poll_min) * 1.5, top)
+                p.interval = min(max(p.interval, self.dir_poll_min) * 2.0, top)
         else:
-            if r.active:
-                p.interval = self.poll_min
+            watched = p.cur is not None and p.cur.wd is not None and not p.network and self._ino is not None
+            if watched:
+                # inotify wakes it on every local change: polling is only a safety net
+                p.interval = self.poll_max_watched
+            elif r.active:
+                p.interval = self._quiet_top if self._pressure else self.poll_min
             else:
-                watched = p.cur is not None and p.cur.wd is not None and not p.network
-                top = self.poll_max_watched if watched else self.poll_max
-                p.interval = min(max(p.interval, self.poll_min) * 1.5, top)
+                p.interval = min(max(p.interval, self.poll_min) * 2.0, self._quiet_top)
         if p.repoll or r.more:
             p.repoll = False
-            self._enqueue(p)
+            self._enqueue(p, urgent=True)
             return
-        delay = p.interval
+        # the interval counts from when the poll was due, not from when it ran: under
+        # the metadata cap the wait in the queue is part of the interval (round-robin)
+        delay = max(0.0, p.interval - (time.monotonic() - p.enq_at))
         if r.hold:
             delay = min(delay, 0.25)
         if r.hint:
             delay = max(delay, r.hint)
         self._schedule(p, delay)
 
+    def _recount(self, now: float) -> None:
+        """Quiet polling interval from the metadata budget.
+
+        Files that polling must cover (no inotify watch on a local filesystem) share
+        80 % of the cap: with N of them, a quiet file is polled every
+        ``clamp(N * 1.25 / (0.8 * cap), poll_quiet_min, poll_max)`` seconds (about
+        1.25 calls per quiet poll: the fstat, and a name check every few polls).
+        """
+        # under pressure (the cap was nearly used up in the last second) files that just
+        # produced data are not polled faster than the others: plain round-robin, so
+        # that no quiet file waits more than one cycle
+        spent = self.bucket.spent
+        if self.bucket.rate is not None and self._recount_at:
+            dt = now - (self._recount_at - 1.0)
+            self._pressure = dt > 0 and (spent - self._spent_mark) / dt >= 0.85 * self.bucket.rate
+        self._spent_mark = spent
+        self._recount_at = now + 1.0
+        n = 0
+        for f in self.followers.values():
+            if not (f.cur is not None and f.cur.wd is not None and not f.network and self._ino is not None):
+                n += 1
+        self._n_polled = n
+        rate = self.bucket.rate or 500.0  # no cap: still pace quiet polling as if 500/s
+        self._quiet_top = min(self.poll_max, max(self.poll_quiet_min, n * 1.25 / (0.8 * rate)))
+        # timer-driven polls are dispatched per tick: a quarter of the quiet interval
+        # (batches get larger, and cheaper per poll, when there are many quiet files)
+        self._tick = min(0.25, max(self.tick, self._quiet_top / 4))
+        # the name is checked every 4th quiet poll (at least every NAME_CHECK_MIN_S)
+        self._name_check_min = max(NAME_CHECK_MIN_S, 4 * self._quiet_top)
+        for f in self.followers.values():
+            if f.cur is not None and f.cur.wd is not None and not f.network and self._ino is not None:
+                # inotify reports renames and deletions of the file we hold (which is
+                # when the name must be checked): the periodic check is a safety net
+                f.name_check_min = NAME_CHECK_WATCHED_S
+            else:
+                f.name_check_min = self._name_check_min
+
     async def _scheduler(self) -> None:
         loop = self._loop
         assert loop is not None
         while not self._stopping:
             now = time.monotonic()
+            if now >= self._recount_at:
+                self._recount(now)
             self._collect_due(now)
             token_wait = self._dispatch(now)
             timeout = 5.0
@@ -676,6 +846,10 @@ class Tailer:
                 timeout = min(timeout, max(0.0, self._heap[0][0] - now))
             if token_wait is not None:
                 timeout = min(timeout, max(token_wait, 0.002))
+            if not any(lane.urgent for lane in self._lanes.values()):
+                # timer-driven polls are batched per tick: do not wake up for each one
+                # (urgent work wakes the scheduler through _kick)
+                timeout = max(timeout, self._tick)
             fut = loop.create_future()
             self._wake_fut = fut
             h = loop.call_later(max(timeout, 0.001), self._kick)
@@ -730,11 +904,9 @@ class Tailer:
                 continue
             if mask & NAME_EVENTS:
                 owner.force_name_check = True
-            if isinstance(owner, FileFollower):
-                owner.interval = self.poll_min
-            else:
+            if not isinstance(owner, FileFollower):
                 owner.force = True
-            self._enqueue(owner)
+            self._enqueue(owner, kick=True)
         if overflow:
             for p in list(self.followers.values()) + list(self.dirs.values()):
                 self._enqueue(p)
@@ -782,6 +954,9 @@ class Tailer:
                     pass
 
     async def _shutdown(self) -> None:
+        if self._shut:
+            return
+        self._shut = True
         self._stopping = True
         for src in self._execs:
             try:
