@@ -46,8 +46,10 @@ def _glog(level: str, t: datetime, where: str) -> str:
 
 
 def demo_lines(start: datetime | None = None, steps: int = 120, fail_step: int = 100, save_every: int = 20,
-               step_s: float = 0.25) -> Iterator[DemoLine]:
-    """The job, line by line, in the order the ranks wrote it."""
+               step_s: float = 0.25, ckpt_root: str = "/scratch/denpex-demo/run01/checkpoints") -> Iterator[DemoLine]:
+    """The job, line by line, in the order the ranks wrote it. Rank 0 announces each save with
+    HF Trainer's real line (``Saving model checkpoint to <dir>``), so the fix panel's commands
+    get the checkpoint directory."""
     t = start or datetime.now().replace(microsecond=0)
     n = DEMO_RANKS
     fr = DEMO_FAILING_RANK
@@ -72,6 +74,9 @@ def demo_lines(start: datetime | None = None, steps: int = 120, fail_step: int =
         if step % save_every:
             continue
         ckpt = f"./checkpoints/rank{{r}}/step_{step:06d}.pt"
+        tsave = t + timedelta(milliseconds=110)
+        yield DemoLine(0.02, 0, "stdout", f"[INFO|trainer.py:3984] {_ts(tsave)} >> Saving model checkpoint to "
+                                          f"{ckpt_root}/checkpoint-{step}")
         for r in range(n):
             tr = t + timedelta(milliseconds=120 + 4 * r)
             yield DemoLine(0.02, r, "stdout", f"{_ts(tr)} INFO [rank{r}/{n}] train: Saving checkpoint step {step}")
@@ -214,7 +219,10 @@ def play_demo_job(root: str | os.PathLike, *, start: datetime | None = None, rea
     out(p["console"])
     start = start or datetime.now().replace(microsecond=0)
     try:
-        for line in demo_lines(start):
+        ckpt_root = root / "checkpoints"
+        for line in demo_lines(start, ckpt_root=str(ckpt_root)):
+            if "Saving model checkpoint to" in line.text:  # the folder the save is about
+                (ckpt_root / line.text.rsplit("/", 1)[1]).mkdir(parents=True, exist_ok=True)
             if stop is not None and stop.is_set():
                 break
             if realtime and line.delay:

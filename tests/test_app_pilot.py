@@ -87,9 +87,10 @@ def test_copy_key_and_click_copy_the_command_exactly(failed_root):
             assert len(rows) >= 2
             await pilot.press("c")
             assert app.clipboard == rows[0].command.text
-            assert not rows[0].command.complete and "<ckpt_dir>" in app.clipboard
+            # the demo's HF Trainer save line gives the checkpoint dir of the failed save
+            assert rows[0].command.complete and "/checkpoints/checkpoint-100" in app.clipboard
             toasts = [n.message for n in app._notifications]
-            assert any("fill in <ckpt_dir>" in t and "never runs" in t for t in toasts)
+            assert any("Copied" in t and "never runs" in t for t in toasts)
             # a click on another command copies that one, byte for byte
             app.clear_notifications()  # the toast sits over the fix panel's corner
             rows[-1].scroll_visible(animate=False)

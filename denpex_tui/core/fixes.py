@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,8 +84,8 @@ def incident_values(finding: Finding | None, job: JobState | None) -> dict[str, 
     v["line"] = finding.line or None
     path = _path_from_text(finding.text)
     if job is not None:
-        ckpt = None
         nvme = None
+        saves = []
         for m in job.markers():
             if nvme is None:
                 mm = _NVME.search(m.text) or _SWAP.search(m.text)
@@ -92,8 +93,21 @@ def incident_values(finding: Finding | None, job: JobState | None) -> dict[str, 
                     nvme = mm.group(1)
             if "checkpoint" in m.signature or "save" in m.signature:
                 p = _path_from_text(m.text) or _last_path_word(m.text)
-                if p and (m.rank == finding.rank or ckpt is None):
-                    ckpt = p
+                if p:
+                    saves.append((m, p))
+        # The save the failure is about: the latest one announced before it (by the same rank
+        # when that rank announces saves), else the latest at all.
+        ft = finding.time.replace(tzinfo=None) if finding.time else None
+
+        def when(mp):
+            t = mp[0].time
+            return t.replace(tzinfo=None) if t else None
+
+        before = [mp for mp in saves if ft is None or when(mp) is None or when(mp) <= ft] or saves
+        mine = [mp for mp in before if mp[0].rank == finding.rank] or before
+        ckpt = None
+        if mine:
+            ckpt = max(enumerate(mine), key=lambda im: (when(im[1]) or datetime.min, im[0]))[1][1]
         if ckpt:
             v["ckpt_dir"] = ckpt if _looks_dir(ckpt) else os.path.dirname(ckpt) or ckpt
         if nvme:

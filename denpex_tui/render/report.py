@@ -72,6 +72,8 @@ def _fold(findings: list[Finding]) -> list[tuple[str, str, str, int, list[int | 
     rows = []
     for (sig, role, attempt), fs in groups.items():
         rows.append((sig, role, fs[0].title, sum(f.count for f in fs), [f.rank for f in fs]))
+    order = {"initiating": 0, "collateral": 1, "context": 2}
+    rows.sort(key=lambda r: (order.get(r[1], 3), r[0]))
     return rows
 
 
