@@ -325,3 +325,110 @@ def test_no_textual_or_rich_imports():
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+
+
+def test_stream_survives_cancelled_anext(tmp_path):
+    p = tmp_path / "a.log"
+    p.write_bytes(b"")
+
+    async def main():
+        t = Tailer([str(p)], inotify=False, **FAST)
+        it = t.run()
+        got = []
+        for i in range(30):
+            try:
+                item = await asyncio.wait_for(it.__anext__(), 0.02)
+            except asyncio.TimeoutError:
+                if i == 10:
+                    with open(p, "ab") as fh:
+                        fh.write(b"after timeouts\n")
+                continue
+            got.append(item)
+        t.stop()
+        async for item in it:
+            got.append(item)
+        return got
+
+    got = asyncio.run(asyncio.wait_for(main(), 20))
+    assert b"after timeouts\n" in b"".join(c.data for c in got if isinstance(c, Chunk))
+
+
+def test_directory_listed_only_when_mtime_changes(tmp_path, monkeypatch):
+    root = tmp_path / "logs"
+    root.mkdir()
+    (root / "a.log").write_bytes(b"a\n")
+    old = time.time() - 100
+    os.utime(root, (old, old))  # not "recent": no re-list for the coarse-mtime guard
+    calls = []
+    real = sources.os_scandir
+
+    def scandir(path):
+        calls.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(sources, "os_scandir", scandir)
+
+    async def scenario(t, items):
+        await until(lambda: b"a\n" in data_of(items, "a.log"))
+        await asyncio.sleep(1.5)  # several directory polls, no change
+        n = len(calls)
+        (root / "b.log").write_bytes(b"b\n")
+        await until(lambda: b"b\n" in data_of(items, "b.log"))
+        box["before"], box["after"] = n, len(calls)
+
+    box = {}
+    run_tailer([str(root) + "/"], scenario, inotify=False)
+    assert box["before"] == 1  # listed once at start, not at every poll
+    assert box["after"] >= 2
+
+
+def test_worker_threads_are_niced_when_polite(tmp_path, monkeypatch):
+    p = tmp_path / "a.log"
+    p.write_bytes(b"x\n")
+    seen = []
+    real = sources.os_fstat
+
+    def fstat(fd):
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return real(fd)
+
+    monkeypatch.setattr(sources, "os_fstat", fstat)
+
+    async def scenario(t, items):
+        await until(lambda: b"x\n" in data_of(items, "a.log"))
+
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    run_tailer([str(p)], scenario, inotify=False, polite=True)
+    assert seen and min(seen) >= 10
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before  # the loop thread is not reniced
+
+
+def test_stop_from_another_thread(tmp_path):
+    p = tmp_path / "a.log"
+    p.write_bytes(b"x\n")
+
+    async def main():
+        t = Tailer([str(p)], inotify=False, **FAST)
+        threading.Timer(0.5, t.stop).start()
+        n = 0
+        async for _ in t.run():
+            n += 1
+        return n
+
+    assert asyncio.run(asyncio.wait_for(main(), 10)) >= 1
+
+
+def test_process_events_join_the_stream(tmp_path):
+    from denpex_tui.live.proctable import ProcessEvent
+
+    class FakeTable:
+        async def run(self):
+            yield ProcessEvent(42, 3, 3, "started", 1.0)
+            await asyncio.sleep(0.1)
+            yield ProcessEvent(42, 3, 3, "exited", 2.0)
+
+    async def scenario(t, items):
+        await until(lambda: any(getattr(i, "state", None) == "exited" for i in items))
+
+    items = run_tailer([], scenario, proctable=FakeTable())
+    assert [(i.pid, i.state) for i in items if isinstance(i, ProcessEvent)] == [(42, "started"), (42, "exited")]
