@@ -387,7 +387,7 @@ def main() -> None:
         for n in (64, 1024):
             show("latency", bench_latency(n, lat_s, inotify=True, cap=500.0))
             show("latency", bench_latency(n, lat_s, inotify=False, cap=500.0))
-            show("latency", bench_latency(n, lat_s, inotify=False, cap=1500.0))
+            show("latency", bench_latency(n, lat_s, inotify=False, cap=2000.0))
     if "idle" in only:
         show("idle", bench_idle(1024, idle_s, inotify=False, proctable=True))
         show("idle", bench_idle(1024, idle_s, inotify=False, proctable=False))

@@ -5,29 +5,38 @@
         ...
     tailer.stop()                        # from anywhere (thread-safe); run() then ends
 
-Polling (see docs/live-engine.md for the full story)
-----------------------------------------------------
-* Each followed file is a ``FileFollower`` with its own interval: ``poll_min`` (50 ms)
-  right after it produced data, growing by x1.5 per quiet poll up to ``poll_max``
-  (2 s).  Files that also have an inotify watch on a local filesystem back off to
-  ``poll_max_watched`` (10 s): inotify wakes them at once when they change, polling is
-  the safety net.  On network filesystems (NFS, Lustre, GPFS, ...) inotify does not
-  see writes made on other nodes, so polling is the mechanism there.
-* Directories are stat'ed every ``dir_poll_min``..``dir_poll_max`` (1..10 s, backing
-  off while unchanged) and listed only when their mtime changes.
-* **Metadata cap**: every ``stat``/``fstat``/``open``/``listdir`` the source layer makes
-  is paid from one token bucket of ``max_meta_per_s`` tokens per second (default
-  500, burst a quarter second's worth).  With N quiet files a file is therefore polled
-  at most every ``max(poll_max, N * ~1.3 / max_meta_per_s)`` seconds: 1024 quiet
-  files on Lustre cost at most 500 metadata calls/s, whatever happens.  Reads of data
-  are not metadata calls and are bounded by the buffer budget instead.
+Polling (docs/live-engine.md has the full story and the measured figures)
+---------------------------------------------------------------------------
+* Each followed file is a ``FileFollower`` polled with ``fstat`` on its open fd:
+  ``poll_min`` (50 ms) after a poll that produced data, doubling per quiet poll up to
+  the quiet interval ``clamp(N * 1.25 / (0.8 * max_meta_per_s), poll_quiet_min,
+  poll_max)`` for N polled files (0.2 s for 64 files, 2 s for 1024 at the default
+  cap).  The name is ``stat``'ed every 4th quiet poll to catch rotation/deletion.
+* inotify is only a speed-up: a change wakes the poll of its file at once.  On a local
+  filesystem, where inotify sees every write, watched files are polled only every
+  ``poll_max_watched`` (10 s) as a safety net.  On network filesystems (NFS, Lustre,
+  GPFS, ...) writes from other nodes are invisible to inotify: polling carries them.
+* Directories are stat'ed every ``dir_poll_min``..``dir_poll_max`` (1..10 s, doubling
+  while unchanged) and listed only when their mtime changes.
+* **Metadata cap**: every ``stat``/``fstat``/``open``/``listdir`` of a timer-driven
+  poll is paid from a token bucket of ``max_meta_per_s`` per second (default 500;
+  burst a quarter second's worth; directory polls also from a bucket of a fifth of
+  that).  Polls woken by inotify are not throttled (they follow the writes).  With N
+  quiet files on a network filesystem, a file is polled about every
+  ``max(quiet interval, N * 1.25 / cap)`` seconds: 1024 quiet files on Lustre cost at
+  most 500 metadata calls/s from this process.  Data reads are bounded by
+  ``max_buffered`` instead.
+* Timer-driven polls are dispatched per lane once per tick (a quarter of the quiet
+  interval, 50..250 ms) in batches: the thread hand-off, not the fstat, is what costs
+  CPU.  Urgent work (inotify wake-ups, reads to continue, first polls) goes at once.
 * **Never on the event loop**: all blocking calls run in a small pool of daemon
-  threads (``workers``, default 4).  Work is grouped by mount point ("lanes"): one
-  batch in flight per lane.  A call that takes longer than ``call_timeout`` (5 s)
-  marks its lane hung: the source gets an ``error`` event ("stat timed out after
-  5s"), the thread is written off (a replacement is started, up to ``max_hung``),
-  the other lanes keep going and the loop never waits.  When the call returns, the
-  sources of that lane get an ``added`` event whose detail starts with "resumed".
+  threads (``workers``, default 4).  Work is grouped by mount point and kind ("lanes":
+  live, history, directories), one batch in flight per lane.  A call that takes longer
+  than ``call_timeout`` (5 s) marks its lane hung: the source gets an ``error`` event
+  ("stat timed out after 5s"), the thread is written off (a replacement is started, up
+  to ``max_hung``), the other lanes keep going and the loop never waits.  When the
+  call returns, the lane's sources get an ``added`` event whose detail starts with
+  "resumed".
 * **Polite history**: with ``polite=True`` (default) the worker threads run at nice
   +10 (``os.setpriority(PRIO_PROCESS, native_thread_id, 10)``, per thread on Linux)
   and at most one history batch (one core) is in flight, so the start-up scan does
@@ -268,7 +277,9 @@ class Tailer:
     ``execs``          ``--exec`` specs (``'cmd'`` or ``'3=cmd'``), see execsource.py.
     ``from_end``       start at the end of files present at start-up (no history).
     ``history``        tag the start-up content of files as ``Chunk.history`` (default).
-    ``poll_min``/``poll_max``/``poll_max_watched``  per-file polling interval bounds.
+    ``poll_min``/``poll_quiet_min``/``poll_max``/``poll_max_watched``  per-file
+                       polling interval bounds (see the module docstring).
+    ``tick``           smallest dispatch period of timer-driven polls.
     ``dir_poll_min``/``dir_poll_max``  directory stat interval bounds.
     ``max_meta_per_s`` metadata calls per second cap (None: no cap).  Default 500.
     ``workers``        threads doing I/O at once (plus up to ``max_hung`` written-off
