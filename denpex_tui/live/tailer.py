@@ -576,7 +576,13 @@ class Tailer:
     def _schedule(self, p, delay: float) -> None:
         p.seq = next(self._seq)
         p.next_due = time.monotonic() + delay
-        heapq.heappush(self._heap, (p.next_due, p.seq, p))
+        heap = self._heap
+        heapq.heappush(heap, (p.next_due, p.seq, p))
+        if len(heap) > 2 * (len(self.followers) + len(self.dirs)) + 1024:
+            # entries made stale by inotify wake-ups pile up under heavy writing:
+            # rebuild (amortised O(1) per push) so memory stays bounded
+            self._heap = [e for e in heap if e[1] == e[2].seq and not e[2].removed]
+            heapq.heapify(self._heap)
 
     def _kick(self) -> None:
         f = self._wake_fut
@@ -744,6 +750,9 @@ class Tailer:
         if lane.cls == "hist" and not batch.abandoned:
             self._hist_inflight -= 1
         if self._stopping:
+            # the tailer stopped while this batch ran: close what it touched (in a
+            # throwaway daemon thread: close on a dead NFS mount may block)
+            threading.Thread(target=lambda: [p.close() for p in batch.items], daemon=True).start()
             return
         for p, r in results:
             p.inflight = False
