@@ -375,3 +375,34 @@ def test_small_budget_reads_everything_in_order(tmp_path, budget):
     r = Run(p)
     r.poll(budget=budget)
     assert r.data() == lines(0, 300)
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.binary(min_size=0, max_size=300).map(lambda b: b.replace(b"\x00", b".")), min_size=1, max_size=25),
+       budgets=st.lists(st.integers(min_value=1, max_value=500), min_size=1, max_size=5))
+def test_any_write_pattern_reassembles_exactly(tmp_path_factory, pieces, budgets):
+    """Whatever the write boundaries and read budgets, the emitted bytes are the file's
+    bytes: whole lines only, each exactly once, offsets consistent."""
+    p = tmp_path_factory.mktemp("h") / "a.log"
+    p.write_bytes(b"")
+    r = Run(p)
+    r.poll()
+    written = b""
+    for i, piece in enumerate(pieces):
+        with open(p, "ab") as fh:
+            fh.write(piece)
+        written += piece
+        r.poll(budget=budgets[i % len(budgets)])
+    with open(p, "ab") as fh:
+        fh.write(b"\n")
+    written += b"\n"
+    r.poll()
+    chunks = [c for c in r.items if isinstance(c, Chunk)]
+    assert all(c.data.endswith(b"\n") for c in chunks)
+    assert b"".join(c.data for c in chunks) == written
+    for c in chunks:
+        assert written[c.offset : c.offset + len(c.data)] == c.data
