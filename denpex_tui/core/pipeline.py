@@ -55,6 +55,8 @@ _FB_RANK = re.compile(r"^(-?\d+)(?: \(local_rank: (\d+)\))?")
 _FB_EXIT = re.compile(r"^(-?\d+)(?: \(pid: (\d+)\))?")
 _RANK_MAP = re.compile(r"global_rank_mapping=(\{.*\})")
 _FB_START = ("Failures:", ANCHORS["root-cause"])
+# Launcher prefixes at line starts ([default3]:, srun "  3: "), found in C over a whole chunk.
+_STREAM_PREFIX = re.compile(rb"(?m)^(\[[A-Za-z_-]*\d+\]:| {0,6}\d{1,6}: )")
 _MAX_BLOCK_LINES = 400
 _MAX_CONTINUATION = 30
 _BACKSCAN_LINES = 400
@@ -648,7 +650,12 @@ class SourceProcessor:
     # -- last lines -----------------------------------------------------------------------
 
     def _record_last_lines(self, data: bytes, offset: int) -> None:
-        """The last timestamped line of each rank stream in this chunk (bounded backward scan)."""
+        """The last timestamped line of each rank stream in this chunk (bounded backward scan,
+        stopping as soon as every stream present in the chunk has been found)."""
+        if self.info.kind == "console":
+            want = len(set(_STREAM_PREFIX.findall(data))) + (1 if b"[rank" in data or b"[Rank" in data else 0)
+        else:
+            want = 1
         end = len(data)
         limit = max(0, end - _LASTLINE_BYTES)
         pos = end - 1  # the final newline
@@ -677,6 +684,8 @@ class SourceProcessor:
             found.add(key)
             g, local = self._rank_of(pre)
             self._note_key(g, local)
+            if len(found) >= want:
+                budget = 0  # recorded below; nothing older can be the last line of a stream
             lineno = self.line_no - lines_after + 1
             lk = (self.attempt, key)
             self.last_lines[lk] = LastLine(

@@ -20,6 +20,7 @@ rings.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +44,7 @@ from .stall import StallCleared, StallDetector, StallEvent
 __all__ = ["Engine", "FindingEvent", "IncidentEvent", "LinesEvent", "LogLine"]
 
 TRIAGE_INTERVAL_S = 0.25
+_ROLE_PREFIX = re.compile(rb"(?m)^\[[A-Za-z_-]*?(\d+)\]:")
 STALL_CHECK_S = 1.0
 QUIET_CLOSE_S = 0.5  # a traceback with no new line for this long is complete
 
@@ -169,10 +171,22 @@ class Engine:
 
     def _observe_lines(self, p: SourceProcessor, c: Chunk, now: float, out: list[LogLine], tail_only=False) -> None:
         data = c.data
-        n_lines = data.count(b"\n")
-        keep = self.keep_lines if tail_only else n_lines
-        if tail_only and keep <= 0:
+        info = p.info
+        if not tail_only:
+            # Silence detection needs which rank streams spoke, not every line: per chunk.
+            if info.kind != "console":
+                rank = info.file_rank if info.file_rank is not None else info.exec_rank
+                key = rank if rank is not None else (("local", info.node_key, info.local_rank)
+                                                     if info.local_rank is not None else None)
+                if key is not None:
+                    self.stall.observe(key, info.node_key, now)
+            else:
+                for m in set(_ROLE_PREFIX.findall(data)):
+                    self.stall.observe(("local", info.node_key, int(m)), info.node_key, now)
+        if not self.keep_lines:
             return
+        n_lines = data.count(b"\n")
+        keep = min(self.keep_lines, n_lines)
         first_line = p.line_no - n_lines + 1
         # Walk the last `keep` lines (all of them for live chunks).
         start = 0
@@ -186,23 +200,15 @@ class Engine:
         buf = self.lines.get(p.info.path) if self.keep_lines else None
         if self.keep_lines and buf is None:
             buf = self.lines[p.info.path] = deque(maxlen=self.keep_lines)
-        info = p.info
-        seen_ranks: set = set()
         while start < len(data):
             nl = data.find(b"\n", start)
             st = safe_line(data[start:nl])
             pre = parse_prefix(st.text)
             rank = pre.rank if pre.rank is not None else (pre.task if pre.task is not None else (info.file_rank if info.file_rank is not None else info.exec_rank))
             local = pre.local_rank if pre.local_rank is not None else info.local_rank
-            if buf is not None:
-                ll = LogLine(info.path, lineno, st.text, st.spans, rank, local, info.node_key, now)
-                buf.append(ll)
-                out.append(ll)
-            if not tail_only and (info.kind != "console" or pre.local_rank is not None or pre.rank is not None):
-                key = rank if rank is not None else (("local", info.node_key, local) if local is not None else None)
-                if key is not None and key not in seen_ranks:
-                    seen_ranks.add(key)
-                    self.stall.observe(key, info.node_key, now)
+            ll = LogLine(info.path, lineno, st.text, st.spans, rank, local, info.node_key, now)
+            buf.append(ll)
+            out.append(ll)
             lineno += 1
             start = nl + 1
 
