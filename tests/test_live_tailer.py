@@ -432,3 +432,25 @@ def test_process_events_join_the_stream(tmp_path):
 
     items = run_tailer([], scenario, proctable=FakeTable())
     assert [(i.pid, i.state) for i in items if isinstance(i, ProcessEvent)] == [(42, "started"), (42, "exited")]
+
+
+@pytest.mark.parametrize("inotify", [False, True])
+def test_rotation_with_delayed_recreate_is_followed_promptly(tmp_path, inotify):
+    """Rename, and the new file appears only later: found within about a second even
+    with slow safety-net intervals (nothing else announces the new file)."""
+    p = tmp_path / "a.log"
+    p.write_bytes(b"one\n")
+    box = {}
+
+    async def scenario(t, items):
+        await until(lambda: b"one" in data_of(items, "a.log"))
+        await asyncio.sleep(0.3)
+        os.rename(p, str(p) + ".1")
+        await asyncio.sleep(1.2)  # the name is checked (and missing) meanwhile
+        p.write_bytes(b"two\n")
+        t0 = time.monotonic()
+        await until(lambda: b"two" in data_of(items, "a.log"), timeout=5)
+        box["dt"] = time.monotonic() - t0
+
+    run_tailer([str(p)], scenario, inotify=inotify, poll_max=2.0, poll_max_watched=30.0)
+    assert box["dt"] < 1.5

@@ -54,6 +54,7 @@ NAME_CHECK_MIN_S = 1.0  # stat by name at most this often while the file is quie
 NAME_CHECK_MAX_S = 10.0  # ... and at least this often even while it grows
 NAME_CHECK_WATCHED_S = 60.0  # with an inotify watch on a local filesystem (safety net)
 RETRY_S = 30.0  # retry period for paths in error (permission denied, FIFO, ...)
+AWAIT_NAME_S = 30.0  # after a rename, look for the new file at the name this long, fast
 MAX_CKPTS = 16
 
 _O_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -297,6 +298,7 @@ class FileFollower:
         self.ever_opened = False
         self.last_name_check = 0.0
         self.name_check_min = NAME_CHECK_MIN_S  # the Tailer raises it with many files
+        self.awaiting_since: float | None = None  # renamed away, new file not there yet
         self.force_name_check = False
         self.missing_since: float | None = None
         self.lost: _Open | None = None  # identity of a file we lost to an I/O error
@@ -715,6 +717,8 @@ class FileFollower:
         if self.cur is None:
             self._open_name(now, r)
             if self.cur is None:
+                if self.state == "missing" and self.missing_since is not None and now - self.missing_since < AWAIT_NAME_S:
+                    r.hold = True  # deleted a moment ago: a new file may come at once
                 if self.old:
                     for o in list(self.old):
                         self._poll_old(o, now, r)
@@ -797,10 +801,20 @@ class FileFollower:
                 self.missing_since = now
                 cur.last_growth = now
                 self._event(r, "deleted", f"name removed at offset {cur.pos}; the open file is read for {LINGER_S:g} s more in case its writer still writes")
+            else:
+                # renamed away, the new file not created yet (rotation in progress):
+                # look again soon, not at the quiet cadence (nothing else will tell us
+                # when the new file appears: no inotify watch is on it yet)
+                if self.awaiting_since is None:
+                    self.awaiting_since = now
+                if now - self.awaiting_since < AWAIT_NAME_S:
+                    self.force_name_check = True
+                    r.hold = True
             return
         except OSError as e:
             self._error(r, f"stat: {e.strerror or e}")
             return
+        self.awaiting_since = None
         if self.err is not None:
             self.err = None
         if (st.st_dev, st.st_ino) == (cur.dev, cur.ino):

@@ -771,7 +771,13 @@ class Tailer:
             for item in r.items:
                 self._put(item)
             for path, hist_only, startup, explicit in r.discovered:
-                self._add_file(path, hist_only, startup, explicit)
+                f = self.followers.get(os.path.abspath(path))
+                if f is None:
+                    self._add_file(path, hist_only, startup, explicit)
+                elif f.cur is None or f.awaiting_since is not None:
+                    # the listing shows a file at a name whose follower lost it: look now
+                    f.force_name_check = True
+                    self._enqueue(f, urgent=True)
             for d in r.new_dirs:
                 self._add_dir(d)
             if r.done:
