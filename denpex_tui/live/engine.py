@@ -20,6 +20,7 @@ rings.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 from collections import deque
@@ -83,6 +84,16 @@ class LinesEvent:
     lines: list[LogLine]
 
 
+def _polite_thread() -> None:
+    """nice +10 for the calling thread only (Linux applies setpriority to one thread id)."""
+    try:
+        import threading
+
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+
+
 def _incident_key(i: Incident) -> tuple:
     init = i.initiating
     return (
@@ -121,7 +132,10 @@ class Engine:
         self.stall = StallDetector()
         self.keep_lines = keep_lines
         self.lines: dict[str, deque[LogLine]] = {}
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="denpex-parse")
+        # One parse thread (the GIL allows no more); next to a running job it is reniced like
+        # the tailer's I/O threads, so the history scan yields the cores to the training ranks.
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="denpex-parse",
+                                        initializer=_polite_thread if polite else None)
         self._new: list[Any] = []
         self._emitted: set = set()
         self._order = 0
