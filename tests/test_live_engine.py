@@ -74,3 +74,42 @@ def test_scan_follow_json_lines_and_clean_exit_on_sigterm(tmp_path):
     assert inc["initiating"]["rank"] == DEMO_FAILING_RANK
     assert all(d["state"] in ("added", "rotated", "truncated", "replaced", "deleted", "error", "possibly-lost", "exited")
                for d in docs if d["event"] == "source")
+
+
+def test_a_rank_that_goes_quiet_while_its_peers_go_on_is_a_stall(tmp_path):
+    """Real step lines from the corpus, written live; rank 3 stops after a few steps."""
+    from denpex_tui.live.follow import event_dict
+    from denpex_tui.live.stall import StallDetector
+
+    line = ("2026-11-29 18:03:55,271 INFO [rank{r}/4] train: step {s}/200 | epoch 0 | loss 2.0421 | acc 0.383 | "
+            "grad_norm 2.5044 | lr 3.000e-04 | samples/s 5220.3 | step_time 34.3ms | rss 318MB\n")
+    files = [tmp_path / f"rank{r}.log" for r in range(4)]
+    for f in files:
+        f.write_text("")
+    events = []
+
+    async def main():
+        eng = Engine([str(tmp_path)], load_catalog(include_user=False), processes=False)
+        eng.stall = StallDetector(k=3, floor_s=2.0, burst_gap_s=0.2)
+
+        async def writer():
+            await asyncio.sleep(1.0)
+            for s in range(40):
+                for r, f in enumerate(files):
+                    if r == 3 and s >= 8:
+                        continue  # rank 3 hangs at step 8
+                    with open(f, "a") as fh:
+                        fh.write(line.format(r=r, s=s))
+                await asyncio.sleep(0.25)
+            eng.stop()
+
+        asyncio.get_running_loop().create_task(writer())
+        async for ev in eng.run():
+            d = event_dict(eng, ev)
+            if d and d["event"] in ("stall", "stall-cleared"):
+                events.append(d)
+
+    asyncio.run(main())
+    stalls = [e for e in events if e["event"] == "stall" and e["rank"] is not None]
+    assert stalls and stalls[0]["rank"] == 3, events
+    assert stalls[0]["silent_s"] >= 2.0
