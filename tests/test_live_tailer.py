@@ -454,3 +454,36 @@ def test_rotation_with_delayed_recreate_is_followed_promptly(tmp_path, inotify):
 
     run_tailer([str(p)], scenario, inotify=inotify, poll_max=2.0, poll_max_watched=30.0)
     assert box["dt"] < 1.5
+
+
+def test_stop_cleans_up_even_if_the_consumer_is_cancelled():
+    """The engine's pattern: stop(), then cancel the task iterating run(). The exec
+    command must still be killed (no orphan ``kubectl logs -f``)."""
+
+    async def main():
+        t = Tailer([], execs=["exec sleep 60"], inotify=False)
+        seen = []
+
+        async def consume():
+            async for item in t.run():
+                seen.append(item)
+
+        task = asyncio.ensure_future(consume())
+        await until(lambda: any(isinstance(i, SourceEvent) and i.state == "added" for i in seen))
+        pid = int(seen[0].detail.split()[1].rstrip(","))
+        t.stop()
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        await asyncio.sleep(0.5)
+        return pid
+
+    pid = asyncio.run(main())
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z", "X")

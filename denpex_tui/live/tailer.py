@@ -251,7 +251,10 @@ class TailStream:
             if t._q and not t._stopping:
                 return t._pop()
             if t._stopping:
-                await t._shutdown()
+                if t._shutdown_task is not None:
+                    await asyncio.shield(t._shutdown_task)
+                else:
+                    await t._shutdown()
                 raise StopAsyncIteration
             fut = t._loop.create_future()
             t._consumer_fut = fut
@@ -264,7 +267,10 @@ class TailStream:
     async def aclose(self) -> None:
         self._t.stop()
         if self._t._started:
-            await self._t._shutdown()
+            if self._t._shutdown_task is not None:
+                await asyncio.shield(self._t._shutdown_task)
+            else:
+                await self._t._shutdown()
 
 
 class Tailer:
@@ -365,6 +371,7 @@ class Tailer:
         self._started = False
         self._stream: TailStream | None = None
         self._shut = False
+        self._shutdown_task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake_fut: asyncio.Future | None = None
         self._consumer_fut: asyncio.Future | None = None
@@ -595,6 +602,10 @@ class Tailer:
             f.set_result(None)
 
     def _wake_all(self) -> None:
+        # clean up even if nobody iterates again (e.g. the consumer task was cancelled):
+        # exec commands are killed, tasks cancelled, files closed
+        if self._started and self._shutdown_task is None and self._loop is not None and not self._loop.is_closed():
+            self._shutdown_task = self._loop.create_task(self._shutdown())
         self._kick()
         self._room()
         f = self._consumer_fut
