@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
-import statistics
 import sys
 import tempfile
 import threading

@@ -143,7 +143,6 @@ def cmd_signatures(args, cfg) -> int:
 
     if args.check:
         sigs, problems = load_pack(args.check)
-        ids = {s.id for s in sigs}
         for s in sigs:
             if not any(e.match for e in s.examples) and not s.evidence_only:
                 problems.append(_problem(s.path, "examples", "no matching example line: the pack cannot be tested"))

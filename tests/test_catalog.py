@@ -1,6 +1,5 @@
 """The catalog as data: validation, load order, lint, and every signature's own examples."""
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +8,6 @@ import pytest
 
 from denpex_tui.core.catalog import BUILTIN_DIR, load_catalog, load_pack
 from denpex_tui.core.lineparse import strip_prefixes
-from denpex_tui.core.matcher import Matcher
 
 REQUIRED = [
     "deepspeed.nvme-offload-enospc", "deepspeed.fastfilewriter-fd-leak", "os.enospc", "os.emfile", "os.edquot",

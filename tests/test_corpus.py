@@ -5,7 +5,6 @@ console logs): the diagnosis must not depend on which copy of the lines the user
 """
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -7,8 +7,6 @@ import json
 import os
 import re
 import shutil
-import socket
-import stat
 import subprocess
 import sys
 import time

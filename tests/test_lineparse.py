@@ -1,6 +1,6 @@
 """Prefixes, ranks and timestamps, on real line shapes from the corpus and the reference."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st

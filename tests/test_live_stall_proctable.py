@@ -6,7 +6,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 
 from denpex_tui.live.proctable import ProcessEvent, ProcessTable

@@ -178,9 +178,9 @@ def test_hung_stat_stalls_only_its_source(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "os_stat", stat)
     monkeypatch.setattr(sources, "os_open", op)
     # two "mounts": the dead dir is its own mount point in this fake table
-    from denpex_tui.live._fsinfo import MountTable
+    from denpex_tui.probes.mounts import MountTable
 
-    mounts = MountTable(f"/dev/x / ext4 rw 0 0\nsrv:/e {hung_dir} nfs4 rw 0 0\n")
+    mounts = MountTable(text=f"20 1 8:1 / / rw - ext4 /dev/x rw\n21 20 0:50 / {hung_dir} rw - nfs4 srv:/e rw\n")
 
     async def scenario(t, items):
         await until(lambda: b"x\n" in data_of(items, "r1.log"))

@@ -16,7 +16,7 @@ from typing import Any
 from .catalog import Catalog, Signature
 from .commands import RenderedCommand, render_command
 from .job import JobState
-from .model import Finding, Incident
+from .model import Finding
 
 __all__ = ["FixPanel", "ChecklistRow", "fix_panel", "incident_values"]
 

@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Callable
 
 from .catalog import Signature
-from .lineparse import parse_level, parse_prefix, parse_time
+from .lineparse import parse_prefix, parse_time
 from .matcher import ANCHORS, VERSION_RULES, Matcher
 from .model import (
     PRIORITY_ERROR_JSON,

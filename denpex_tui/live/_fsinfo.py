@@ -1,4 +1,4 @@
-"""Mount table and inotify helpers for the live source layer.
+"""inotify helpers (and the NFS close-to-open list) for the live source layer.
 
 Both are local to the machine: reading ``/proc/self/mounts`` never touches a
 network filesystem, and the inotify file descriptor lives in the kernel.  The
@@ -15,79 +15,10 @@ import os
 import struct
 import threading
 
-# Filesystems on which another node can write: inotify does not see those
-# writes, so polling must carry the whole load.  fuse.* is included because we
-# cannot know what is behind it (sshfs, gcsfuse, ...).
-NETWORK_FS = frozenset(
-    {
-        "nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "smbfs", "ceph",
-        "glusterfs", "beegfs", "9p", "afs", "orangefs", "panfs", "pvfs2",
-        "ocfs2", "gfs2", "wekafs", "virtiofs", "fuse",
-    }
-)
-# On these, a changed attribute cache is refreshed by open() (close-to-open
-# consistency), not by stat(): the name check reopens the file instead.
+# The mount table (and which filesystems are network ones) is the probes' one:
+# denpex_tui.probes.mounts.MountTable. On these, a changed attribute cache is refreshed
+# by open() (close-to-open consistency), not by stat(): the name check reopens the file.
 CTO_FS = frozenset({"nfs", "nfs4"})
-
-
-def _unescape(field: str) -> str:
-    # /proc/self/mounts escapes space, tab, newline and backslash as \ooo.
-    if "\\" not in field:
-        return field
-    out, i = [], 0
-    while i < len(field):
-        c = field[i]
-        if c == "\\" and i + 3 < len(field) and field[i + 1 : i + 4].isdigit():
-            out.append(chr(int(field[i + 1 : i + 4], 8)))
-            i += 4
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-class MountTable:
-    """Longest-prefix lookup of the mount that holds a path, by string only.
-
-    No syscall touches the path itself, so this is safe on the event loop even
-    when the mount is dead.  Symlinks that cross mounts are not resolved: the
-    answer is a heuristic used to group work (one hung mount must not stall the
-    others) and to pick the polling strategy.
-    """
-
-    def __init__(self, text: str | None = None) -> None:
-        if text is None:
-            try:
-                with open("/proc/self/mounts", encoding="utf-8", errors="replace") as fh:
-                    text = fh.read()
-            except OSError:
-                text = ""
-        mounts: list[tuple[str, str]] = []
-        for line in text.splitlines():
-            parts = line.split()
-            if len(parts) < 3:
-                continue
-            mounts.append((_unescape(parts[1]), parts[2]))
-        if not any(mp == "/" for mp, _ in mounts):
-            mounts.append(("/", "unknown"))
-        # Later mounts shadow earlier ones on the same point: keep the last.
-        uniq: dict[str, str] = {}
-        for mp, fs in mounts:
-            uniq[mp] = fs
-        self._mounts = sorted(uniq.items(), key=lambda kv: len(kv[0]), reverse=True)
-
-    def lookup(self, path: str) -> tuple[str, str]:
-        """Return ``(mountpoint, fstype)`` for an absolute or relative path."""
-        ap = os.path.abspath(path)
-        for mp, fs in self._mounts:
-            if mp == "/" or ap == mp or ap.startswith(mp.rstrip("/") + "/"):
-                return mp, fs
-        return "/", "unknown"
-
-    @staticmethod
-    def is_network(fstype: str) -> bool:
-        base = fstype.split(".", 1)[0]
-        return fstype in NETWORK_FS or base in NETWORK_FS
 
 
 # --- inotify (optional speed-up) ------------------------------------------

@@ -25,7 +25,7 @@ import re
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from denpex_tui.core.catalog import Catalog

@@ -16,7 +16,7 @@ from typing import Any
 from denpex_tui.core.catalog import load_catalog
 from denpex_tui.core.text import safe_str
 
-from .engine import Engine, FindingEvent, IncidentEvent, LinesEvent
+from .engine import Engine, LinesEvent
 from .sources import SourceEvent
 from .stall import StallCleared, StallEvent
 

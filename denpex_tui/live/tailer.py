@@ -58,11 +58,12 @@ import threading
 import time
 from typing import Any, Iterable
 
-from ._fsinfo import CTO_FS, NAME_EVENTS, Inotify, MountTable
+from denpex_tui.probes.mounts import MountTable
+
+from ._fsinfo import CTO_FS, NAME_EVENTS, Inotify
 from .sources import (
     NAME_CHECK_MIN_S,
     NAME_CHECK_WATCHED_S,
-    READ_CHUNK,
     Chunk,
     DirWatch,
     FileFollower,

@@ -156,6 +156,17 @@ class MountTable:
             by_point[m.mount_point] = m
         self._by_point = by_point
 
+    def lookup(self, path: str) -> tuple[str, str]:
+        """``(mount_point, fstype)`` of the mount holding ``path``; ``("/", "unknown")`` when
+        the table is empty (the live tailer groups work per mount with this)."""
+        m = self.find(path)
+        return (m.mount_point, m.fstype) if m is not None else ("/", "unknown")
+
+    @staticmethod
+    def is_network(fstype: str) -> bool:
+        """Can another node write there (so inotify cannot see those writes)?"""
+        return is_network_class(fs_class(fstype))
+
     def find(self, path: str) -> Mount | None:
         """The mount holding absolute ``path`` (string lookup, no syscall)."""
         p = path or "/"
