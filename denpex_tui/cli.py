@@ -230,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--exec", dest="exec_cmds", action="append", metavar="[RANK=]CMD",
                    help="with --follow: read a command's output as a log (repeatable), e.g. 3='kubectl logs -f pod-3'")
     s.add_argument("--jobs", "-j", type=int, help="processes for the history scan (default: all cores)")
+    s.add_argument("--max-stat-rate", type=float, default=500.0, metavar="N",
+                   help="with --follow: cap on stat/open calls per second while polling (protects a Lustre "
+                        "MDS; 1024 files need ~2000 for ~1 s latency without inotify); default 500")
     s.add_argument("--demo", action="store_true", help="scan the built-in demo job")
     s.add_argument("--io-timeout", type=float, default=60.0, metavar="S",
                    help="give up on a file or directory that makes no progress for S seconds (hung mount); default 60")

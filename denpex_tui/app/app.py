@@ -58,6 +58,7 @@ class WatchOptions:
     root: str | None = None
     clock: Callable[[], float] = time.time
     probe_interval: float = 5.0
+    max_stat_rate: float = 500.0  # the tailer's cap on metadata calls per second
 
 
 class DenpexApp(WatchActions, App):
@@ -87,7 +88,8 @@ class DenpexApp(WatchActions, App):
         self.options = options
         self.catalog = catalog
         self.engine = engine or Engine(options.paths, catalog, execs=options.execs, processes=options.processes,
-                                       keep_lines=options.keep_lines)
+                                       keep_lines=options.keep_lines,
+                                       tailer_options={"max_meta_per_s": options.max_stat_rate})
         self.state = WatchState()
         self.state.root = options.root
         self.probe = ProbeLoop(pids=options.pids, paths=options.probe_paths, discover=options.discover,

@@ -91,7 +91,10 @@ def run_follow(args, sig_dirs: list[str]) -> int:
     catalog = load_catalog(sig_dirs)
     for p in catalog.problems:
         print(f"denpex: signatures: {p}", file=sys.stderr)
-    engine = Engine(list(args.paths), catalog, execs=list(args.exec_cmds or []))
+    if args.max_stat_rate <= 0:
+        raise UsageError("--max-stat-rate must be a positive number of calls per second")
+    engine = Engine(list(args.paths), catalog, execs=list(args.exec_cmds or []),
+                    tailer_options={"max_meta_per_s": args.max_stat_rate})
     try:
         asyncio.run(_follow(engine, args.json))
     except KeyboardInterrupt:
