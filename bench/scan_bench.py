@@ -165,7 +165,7 @@ def main() -> None:
             "bytes": total,
             "patterns": n,
             "cores": os.cpu_count(),
-            "backend": "hyperscan" if HAVE_HYPERSCAN else "re2",
+            "backend": "hyperscan" if HAVE_HYPERSCAN and os.environ.get("DENPEX_PREFILTER") != "re2" else "re2",
             "rg_s_median": round(rg_m, 3),
             "scan_s_median": round(sc_m, 3),
             "scan_MBps": round(total / 1e6 / sc_m, 1),
