@@ -15,6 +15,7 @@ from typing import IO, Iterable
 
 from denpex_tui.probes.mounts import FS_CLASS_TEXT
 from denpex_tui.probes.readings import PathReading, ProcessReading, Snapshot, iso_time
+from denpex_tui.core.units import human_bytes, human_count
 
 _CTRL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -52,25 +53,6 @@ def use_color(file: IO | None = None) -> bool:
         return False
 
 
-def human_bytes(n: int | float | None) -> str:
-    if n is None:
-        return "?"
-    v = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(v) < 1024 or unit == "PiB":
-            return f"{int(v)} {unit}" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return f"{v:.1f} PiB"  # pragma: no cover
-
-
-def human_count(n: int | None) -> str:
-    if n is None:
-        return "?"
-    if n < 10_000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f} k"
-    return f"{n / 1e6:.1f} M"
 
 
 def gauge(used_pct: float | None, width: int = 20) -> tuple[str, str]:

@@ -13,8 +13,9 @@ from textual.widgets import Static
 
 from denpex_tui.probes.readings import PathReading, ProcessReading, Snapshot
 from denpex_tui.probes.trends import PathTrend, ProcessTrend, fmt_duration
+from denpex_tui.core.units import human_bytes, human_count
 
-__all__ = ["Gauges", "level", "human_bytes"]
+__all__ = ["Gauges", "level"]
 
 NEAR, FULL = 80.0, 95.0
 MAX_PROCS = 16
@@ -31,21 +32,6 @@ def level(used_pct: float | None) -> tuple[str, str, str]:
     return "gauges--ok", "●", "ok"
 
 
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "?"
-    v = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(v) < 1024 or unit == "PiB":
-            return f"{int(v)} {unit}" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return f"{v:.1f} PiB"  # pragma: no cover
-
-
-def _count(n: int | None) -> str:
-    if n is None:
-        return "?"
-    return str(n) if n < 10_000 else (f"{n / 1000:.1f} k" if n < 1_000_000 else f"{n / 1e6:.1f} M")
 
 
 def _short(path: str, width: int) -> str:
@@ -141,7 +127,7 @@ class Gauges(Static):
         self._bar(t, "space", used, f"{human_bytes(pr.bytes_free)} free", width)
         if pr.inodes_total:
             iused = None if pr.inodes_free_pct is None else 100.0 - pr.inodes_free_pct
-            self._bar(t, "inodes", iused, f"{_count(pr.inodes_free)} free", width)
+            self._bar(t, "inodes", iused, f"{human_count(pr.inodes_free)} free", width)
         extra = []
         tr = self.path_trends.get(pr.path)
         if tr is not None:
