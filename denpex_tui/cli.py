@@ -320,6 +320,8 @@ def _detached(fn) -> int:
         return got[0]
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
+    if code == -signal.SIGPIPE:  # `denpex scan ... | head` closed the pipe: a quiet end
+        return EXIT_OK
     return code if code >= 0 else EXIT_ERROR
 
 

@@ -91,3 +91,11 @@ def test_signatures_list_and_show():
     doc = json.loads(r.stdout)
     assert doc["id"] == "os.enospc" and doc["builtin"] is True
     assert run("signatures", "no.such-id").returncode == 2
+
+
+def test_scan_into_a_closed_pipe_ends_quietly():
+    r = subprocess.run(
+        f"{sys.executable} -m denpex_tui scan --no-measure {CORPUS / 'fd_leak_emfile'} | head -1; echo rc=${{PIPESTATUS[0]}}",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=60)
+    assert r.stdout.splitlines()[0].startswith("denpex scan:")
+    assert "rc=0" in r.stdout and "Traceback" not in r.stderr
