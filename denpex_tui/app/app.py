@@ -180,6 +180,8 @@ class DenpexApp(WatchActions, App):
     # -- engine events -----------------------------------------------------------------------
 
     def on_engine_batch(self, msg: EngineBatch) -> None:
+        if self._exit or not self.is_running:  # a worker message arriving while the app tears down
+            return
         st, log = self.state, self.query_one(LogView)
         findings: list[Finding] = []
         incidents = None
@@ -228,6 +230,8 @@ class DenpexApp(WatchActions, App):
         return key if isinstance(key, int) else None
 
     def on_engine_done(self, msg: EngineDone) -> None:
+        if self._exit or not self.is_running:  # a worker message arriving while the app tears down
+            return
         self.engine_done = True
         if msg.error:
             self.notify(f"the live engine stopped: {msg.error}", severity="error", timeout=30)
@@ -274,6 +278,8 @@ class DenpexApp(WatchActions, App):
     # -- probes ------------------------------------------------------------------------------
 
     def on_probe_update(self, msg: ProbeUpdate) -> None:
+        if self._exit or not self.is_running:  # a worker message arriving while the app tears down
+            return
         g = self.query_one(Gauges)
         g.show(msg.snapshot, msg.path_trends, msg.proc_trends)
         alert = g.critical_count()
@@ -281,6 +287,8 @@ class DenpexApp(WatchActions, App):
         self._refresh()
 
     def on_measured(self, msg: Measured) -> None:
+        if self._exit or not self.is_running:  # a worker message arriving while the app tears down
+            return
         self._metrics[msg.key] = (msg.metrics, msg.differential)
         if msg.key == self._fix_key and self._fix_finding is not None:
             self._compute_fix(self._fix_key, self._fix_finding, "measured", msg.metrics, msg.differential)
@@ -302,6 +310,8 @@ class DenpexApp(WatchActions, App):
             self.probe.measure(key, finding.signature, path, data.values.get("pid"))
 
     async def on_fix_ready(self, msg: FixReady) -> None:
+        if self._exit or not self.is_running:  # a worker message arriving while the app tears down
+            return
         if msg.key != self._fix_key:
             return
         await self.query_one(FixPanel).show(msg.finding, msg.panel, msg.differential, msg.origin)
