@@ -238,10 +238,13 @@ class Engine:
         """New findings as events: one per (attempt, rank, signature), whichever copy of the
         line (console, per-rank file, error.json) arrived first."""
         out = []
+        names = self.job.node_names() if self._new else {}
+        maps = self.job.node_maps() if self._new else None
         for f in self._new:
             if f.rank is None and f.local_rank is not None:
-                f.rank = self.rank_of(("local", f.node_key, f.local_rank))
-            f.node = self.node_name(f.node_key) if f.node is None else f.node
+                f.rank = self.rank_of(("local", f.node_key, f.local_rank), maps)
+            if f.node is None and f.node_key is not None:
+                f.node = names.get(f.node_key, f.node_key)
             key = (f.attempt, f.rank if f.rank is not None else (f.path, f.local_rank), f.signature,
                    f.exc_type if f.signature == "python.uncaught-exception" else None)
             if key in self._emitted:
@@ -371,12 +374,13 @@ class Engine:
             return fn(*args)
         return await fut
 
-    def rank_of(self, key: Any) -> int | None:
-        """A stall key (a global rank, or ("local", node_key, local)) as a global rank."""
+    def rank_of(self, key: Any, node_maps: tuple | None = None) -> int | None:
+        """A stall key (a global rank, or ("local", node_key, local)) as a global rank.
+        ``node_maps``: ``job.node_maps()`` when the caller resolves many keys at once."""
         if isinstance(key, int) or key is None:
             return key
         if isinstance(key, tuple) and len(key) == 3 and key[0] == "local":
-            maps, offsets, _ = self.job.node_maps()
+            maps, offsets, _ = node_maps or self.job.node_maps()
             nk = key[1] or ""
             if key[2] in maps.get(nk, {}):
                 return maps[nk][key[2]]

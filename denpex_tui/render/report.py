@@ -89,7 +89,9 @@ def _print_measured(con: Console, f: Finding, result: ScanResult) -> None:
     path = values.get("path") or values.get("dir")
     try:
         prober = Prober(paths=[values["dir"]] if values.get("dir") else [])
-        d = differential(f.signature, path, prober.snapshot())
+        sig = result.catalog.get(f.signature)
+        checklist = [{"text": c.text, "condition": c.condition} for c in sig.checklist] if sig else []
+        d = differential(f.signature, path, prober.snapshot(), checklist=checklist)
     except Exception as exc:  # a probe must never break the report
         con.print(Text(f"  measured now: not available ({type(exc).__name__})", style="dim"))
         return
