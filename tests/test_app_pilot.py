@@ -145,7 +145,7 @@ def test_jump_to_initiating_then_explain_with_the_keyboard(failed_root):
             for _ in range(12):
                 await pilot.press("down")
             await pilot.press("x")
-            for _ in range(40):
+            for _ in range(200):
                 await pilot.pause(0.05)
                 if log.buf.notes:
                     break
@@ -187,7 +187,7 @@ def test_unknown_traceback_is_explained_honestly(tmp_path):
             seq = log.buf.seq_of(str(log_file), 4)
             assert log.goto_seq(seq)
             await pilot.press("x")
-            for _ in range(40):
+            for _ in range(200):
                 await pilot.pause(0.05)
                 if log.buf.notes:
                     break
@@ -209,12 +209,18 @@ def test_mouse_selection_of_a_traceback_opens_its_explanation(failed_root):
             await settle(app, pilot)
             log = app.query_one(LogView)
             f = app.state.incident.initiating
-            first = log.buf.index_of(log.buf.seq_of(f.path, f.traceback_start))
-            last = log.buf.index_of(log.buf.seq_of(f.path, f.extra["tb_end_line"]))
+            # On a loaded machine the diagnosis can be shown before the traceback's lines
+            # have reached the view's buffer: wait for them (bounded).
+            for _ in range(100):
+                first = log.buf.index_of(log.buf.seq_of(f.path, f.traceback_start))
+                last = log.buf.index_of(log.buf.seq_of(f.path, f.extra["tb_end_line"]))
+                if first is not None and last is not None:
+                    break
+                await pilot.pause(0.05)
             # what a mouse drag over those rows leaves behind, then the screen's TextSelected
             app.screen.selections = {log: Selection(Offset(3, first), Offset(10, last))}
             app.screen.post_message(events.TextSelected())
-            for _ in range(40):
+            for _ in range(200):
                 await pilot.pause(0.05)
                 if log.buf.notes:
                     break
