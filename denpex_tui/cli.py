@@ -104,7 +104,7 @@ def cmd_scan(args, cfg) -> int:
         print_scan(result, make_console(), verbose=args.verbose, measure=not args.no_measure)
     if tmp is not None:
         tmp.cleanup()
-    return EXIT_FOUND if result.incidents else EXIT_OK
+    return EXIT_FOUND if result.incidents or result.job.unknown_lines() else EXIT_OK
 
 
 # -- explain ------------------------------------------------------------------------------

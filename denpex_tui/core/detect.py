@@ -83,9 +83,9 @@ _NUMERIC = re.compile(
     r"|\berrno(?: is|:| =|=| ) ?(?P<d>\d{1,4})\b"
     r"|\bfailed on \S+ error = (?P<e>\d{1,4})\b"
 )
-_QUOTED_AFTER = re.compile(r"""^[:,]? ?(?:'(?P<q1>[^']{1,4096})'|"(?P<q2>[^"]{1,4096})")""")
+_QUOTED_AFTER = re.compile(r"""[:,]? ?(?:'(?P<q1>[^']{1,4096})'|"(?P<q2>[^"]{1,4096})")""")
 _AIO_FILE = re.compile(r"\bfailed on (?P<p>\S{1,4096}) error = ")
-_ABS_PATH = re.compile(r"""(?<![\w.:/])(?P<p>/(?:[\w.@%+=,~-]{1,255}/?){1,64})""")
+_ABS_PATH = re.compile(r"""(?<![\w.:/<])(?P<p>/(?:[\w.@%+=,~-]{1,255}/?){1,64})""")
 _SRC_FILE = re.compile(r"\.(?:py|cc|cpp|cu|h|hpp|c)(?::\d+)?$")
 
 
@@ -104,6 +104,8 @@ def _path_near(text: str, end: int) -> str | None:
     m = _QUOTED_AFTER.match(text, end) if end >= 0 else None
     if m:
         return m.group("q1") or m.group("q2")
+    if end >= 0 and text[end : end + 3] in (": '", ': "'):
+        return None  # a quoted name cut short (by a newline in it): never guess a shorter path
     m = _AIO_FILE.search(text)
     if m:
         return m.group("p")
