@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -217,6 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write a debug log to FILE (default: $XDG_STATE_HOME/denpex/debug.log); never to the screen",
     )
+    p.add_argument(
+        "--log-line-prefix-template",
+        metavar="T",
+        default=os.environ.get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE") or None,
+        help="the torchrun --log-line-prefix-template the job used (${role_name}, ${rank}, ${local_rank}, "
+        "${hostname}); default: $TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     s = sub.add_parser("scan", help="triage the logs of a job (finished or running)")
@@ -350,6 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         _setup_debug(args.debug)
+        if args.log_line_prefix_template:
+            from denpex_tui.core.lineparse import set_prefix_template
+
+            try:
+                set_prefix_template(args.log_line_prefix_template)
+            except (ValueError, re.error) as exc:
+                raise UsageError(f"--log-line-prefix-template: {exc}") from None
         if not getattr(args, "func", None):
             parser.print_help()
             return EXIT_ERROR
