@@ -41,6 +41,7 @@ class Errno:
     text: str  # glibc's strerror()
     sig_id: str
     alt: tuple[str, ...] = ()  # other spellings of the text (older libcs, other runtimes)
+    weak: bool = False  # an everyday phrase: alone it needs the number, a path or a failed call
 
 
 ERRNOS: tuple[Errno, ...] = (
@@ -52,22 +53,22 @@ ERRNOS: tuple[Errno, ...] = (
     Errno(30, "EROFS", "Read-only file system", "os.erofs"),
     Errno(12, "ENOMEM", "Cannot allocate memory", "os.enomem"),
     Errno(2, "ENOENT", "No such file or directory", "os.enoent"),
-    Errno(13, "EACCES", "Permission denied", "os.eacces"),
-    Errno(1, "EPERM", "Operation not permitted", "os.eperm"),
-    Errno(17, "EEXIST", "File exists", "os.eexist"),
+    Errno(13, "EACCES", "Permission denied", "os.eacces", weak=True),
+    Errno(1, "EPERM", "Operation not permitted", "os.eperm", weak=True),
+    Errno(17, "EEXIST", "File exists", "os.eexist", weak=True),
     Errno(39, "ENOTEMPTY", "Directory not empty", "os.enotempty"),
     Errno(116, "ESTALE", "Stale file handle", "os.estale", ("Stale NFS file handle",)),
-    Errno(27, "EFBIG", "File too large", "os.errno"),
+    Errno(27, "EFBIG", "File too large", "os.errno", weak=True),
     Errno(104, "ECONNRESET", "Connection reset by peer", "os.econnreset"),
-    Errno(32, "EPIPE", "Broken pipe", "os.epipe"),
-    Errno(111, "ECONNREFUSED", "Connection refused", "os.econnrefused"),
-    Errno(110, "ETIMEDOUT", "Connection timed out", "os.etimedout"),
+    Errno(32, "EPIPE", "Broken pipe", "os.epipe", weak=True),
+    Errno(111, "ECONNREFUSED", "Connection refused", "os.econnrefused", weak=True),
+    Errno(110, "ETIMEDOUT", "Connection timed out", "os.etimedout", weak=True),
     Errno(98, "EADDRINUSE", "Address already in use", "os.eaddrinuse"),
     Errno(99, "EADDRNOTAVAIL", "Cannot assign requested address", "os.errno"),
-    Errno(101, "ENETUNREACH", "Network is unreachable", "os.errno"),
-    Errno(113, "EHOSTUNREACH", "No route to host", "os.errno"),
+    Errno(101, "ENETUNREACH", "Network is unreachable", "os.errno", weak=True),
+    Errno(113, "EHOSTUNREACH", "No route to host", "os.errno", weak=True),
     Errno(107, "ENOTCONN", "Transport endpoint is not connected", "os.errno"),
-    Errno(9, "EBADF", "Bad file descriptor", "os.errno"),
+    Errno(9, "EBADF", "Bad file descriptor", "os.errno", weak=True),
     Errno(18, "EXDEV", "Invalid cross-device link", "os.errno"),
     Errno(36, "ENAMETOOLONG", "File name too long", "os.errno"),
 )
@@ -86,6 +87,8 @@ _NUMERIC = re.compile(
 _QUOTED_AFTER = re.compile(r"""[:,]? ?(?:'(?P<q1>[^']{1,4096})'|"(?P<q2>[^"]{1,4096})")""")
 _AIO_FILE = re.compile(r"\bfailed on (?P<p>\S{1,4096}) error = ")
 _ABS_PATH = re.compile(r"""(?<![\w.:/<])(?P<p>/(?:[\w.@%+=,~-]{1,255}/?){1,64})""")
+# A failed call right before the text: "open: ", "failed: ", "error: ", "write failed "...
+_FAILED_CALL = re.compile(r"(?:\w\)?: |\bfail(?:ed|ure)\b.{0,40}|\berror\b.{0,20})$")
 _SRC_FILE = re.compile(r"\.(?:py|cc|cpp|cu|h|hpp|c)(?::\d+)?$")
 
 
@@ -140,8 +143,10 @@ class ErrnoDetector:
                 return None
         if found is None:
             return None
-        fields: dict[str, Any] = {"errno": found.number, "errname": found.name}
         path = _path_near(text, end)
+        if found.weak and num is None and path is None and not _FAILED_CALL.search(text, 0, max(0, end - len(found.text))):
+            return None  # "Permission denied, please try again." is ssh talking, not a failed call
+        fields: dict[str, Any] = {"errno": found.number, "errname": found.name}
         if path:
             fields["path"] = path
         return found.sig_id, fields

@@ -24,7 +24,8 @@ from .model import FailureEntry, Finding, Incident, LastLine, iso
 __all__ = ["hang_incident", "launcher_incident", "agent_terminated", "exit_meaning"]
 
 _D2 = re.compile(r"work sequence id: (\d+).*?last enqueued work: (\d+), last completed work: (\d+)")
-_LAUNCHER_PREFIXES = ("mpirun.",)
+_LAUNCHER_PREFIXES = ("mpirun.", "horovod.process-")
+_TIMEOUT_KIND = re.compile(r"timeout|stuck|heartbeat|stalled|section|hang")
 _LAUNCHER_IDS = (
     "torchelastic.child-process-failed", "torchelastic.worker-signaled", "deepspeed.launcher-exit-code",
     "slurm.task-signaled", "slurm.task-exit-code", "pdsh.remote-exit", "torchelastic.child-failed",
@@ -59,6 +60,13 @@ def _ts(t: datetime | None) -> float | None:
 
 
 def _signal_of(f: Finding) -> str | None:
+    if f.fields.get("signal"):
+        return signal_name(str(f.fields["signal"]))
+    if f.fields.get("signum"):
+        try:
+            return signal_name(int(f.fields["signum"]))
+        except (TypeError, ValueError):
+            pass
     code = f.fields.get("exitcode")
     if code is not None:
         try:
@@ -194,6 +202,15 @@ def agent_terminated(attempt: int, ranks_seen: set, have: set, all_fs: list[Find
     return out
 
 
+def _one_per_rank(fs: list[Finding]) -> list[Finding]:
+    seen, out = set(), []
+    for f in fs:
+        if f.rank not in seen:
+            seen.add(f.rank)
+            out.append(f)
+    return out
+
+
 def _ranges(rs) -> str:
     from .triage import rank_ranges
 
@@ -227,6 +244,24 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
         summary = f"rank {rank} initiating, per the launcher: {init.title} - {len(collateral)} collateral"
         return Incident(attempt, init, collateral, [], None, "medium", evidence, summary)
     missing = sorted(r for r in ranks_seen if r not in timed_out)
+    waited = [f for f in coll if _TIMEOUT_KIND.search(f.signature)]
+    if coll and not waited and not stalls:
+        # Every rank here reports its peer gone (closed, reset, a remote error), none timed out
+        # waiting: the rank that failed first died; its own output is not in these logs.
+        first = min(coll, key=lambda f: (_ts(f.time) if f.time else float("inf"), f.source_order, f.text_line))
+        from .triage import _entry
+
+        init = _entry(first, [x for x in coll if x.rank == first.rank])
+        evidence.append(
+            f"every rank in these logs reports a peer gone ({first.signature}), none timed out waiting: the rank "
+            "that failed first is not in these logs (add its log, or the launcher's, to name it)"
+        )
+        hyps = [{"signature": "dist.rank-stalled", "rank": r, "path": "", "line": 0, "time": None, "text": "",
+                 "rule": "seen in these logs without an error of its own"} for r in missing[:3]]
+        others = [_entry(f, [f]) for f in coll if f.rank != first.rank]
+        return Incident(attempt, init, _one_per_rank(others), [], None, "low", evidence,
+                        f"rank {first.rank if first.rank is not None else '?'}: {first.title} - the peer that went "
+                        "away is not in these logs", hypotheses=hyps)
     if not missing and not stalls and set(ranks_seen) <= timed_out and len(timed_out - {None}) <= 1 and coll:
         # Only the rank(s) that timed out are in these logs: the one that stalled is not.
         first = min(coll, key=lambda f: (_ts(f.time) if f.time else float("inf"), f.source_order, f.text_line))
