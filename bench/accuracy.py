@@ -39,7 +39,10 @@ def main(argv: list[str]) -> int:
             print(f"  by {title}:")
             for k, (a, b, c, d) in table(scores, key).items():
                 print(f"    {k:24} signature {pct(a, b):14} rank {pct(c, d)}")
-        wrong = [s for s in scores if not s.sig_ok or s.rank_ok is False]
+        coll = [s for s in scores if s.collateral_ok is not None]
+        if coll:
+            print(f"  collateral set {pct(sum(s.collateral_ok for s in coll), len(coll))}")
+        wrong = [s for s in scores if not s.sig_ok or s.rank_ok is False or s.collateral_ok is False]
         print(f"  wrong ({len(wrong)}):")
         for s in wrong:
             print(f"    {s.name}: got {s.got_sig} rank {s.got_rank}; truth {s.accept[:3]} rank {s.truth_rank}")

@@ -34,6 +34,7 @@ class CaseScore:
     truth_line: tuple[str, int] | None
     sig_ok: bool
     rank_ok: bool | None
+    collateral_ok: bool | None = None  # scored where the truth lists the collateral ranks
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -75,9 +76,13 @@ def score_case(case: Path) -> CaseScore:
     truth_rank = t.get("initiating_rank")
     sig_ok = init is not None and init.signature in accept
     rank_ok = None if truth_rank is None else (init is not None and init.rank == truth_rank)
+    coll_ok = None
+    if t.get("collateral_ranks") is not None:
+        got_coll = sorted({c.rank for c in root.collateral if c.rank is not None}) if root else []
+        coll_ok = got_coll == sorted(t["collateral_ranks"])
     return CaseScore(case.name, t.get("family", "?"), list(t.get("formats") or []), accept, truth_rank,
                      init.signature if init else None, init.rank if init else None, got_line, truth_line,
-                     sig_ok, rank_ok)
+                     sig_ok, rank_ok, coll_ok)
 
 
 def table(scores: list[CaseScore], key) -> dict[str, tuple[int, int, int, int]]:

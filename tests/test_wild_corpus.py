@@ -54,6 +54,8 @@ def test_wild_corpus_score():
 def test_own_runs_score():
     sig, rank, wrong = _score(RUNS)
     assert sig == 1.0 and rank == 1.0, "\n".join(wrong)
+    bad = [s.name for s in map(score_case, RUNS) if s.collateral_ok is False]
+    assert not bad, f"collateral set differs from the truth: {bad}"
 
 
 @pytest.mark.parametrize("case", WILD[:1], ids=lambda c: c.name)

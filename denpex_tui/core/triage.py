@@ -345,8 +345,16 @@ def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, c
     if coll or stalls or errs:
         inc = hang_incident(attempt, coll or errs, ranks_seen, lasts, fentries, catalog, stalls, job, ctx)
         inc.hypotheses = hypotheses + inc.hypotheses
-        return inc
-    return launcher_incident(attempt, ctx or errs, fentries, catalog, job)
+    else:
+        inc = launcher_incident(attempt, ctx or errs, fentries, catalog, job)
+    if inc is not None and inc.initiating is not None:
+        have = {_rkey(c) for c in inc.collateral} | {_rkey(inc.initiating)}
+        extra = agent_terminated(attempt, ranks_seen, have, all_fs, fentries, inc.initiating)
+        if extra:
+            inc.collateral = sorted(inc.collateral + extra, key=lambda f: (f.rank if f.rank is not None else 1 << 30))
+            inc.evidence.append(f"ranks {rank_ranges([f.rank for f in extra])} were terminated by the agent "
+                                "before they printed an error of their own (collateral)")
+    return inc
 
 
 def _exitcode(f: Finding) -> int | None:
