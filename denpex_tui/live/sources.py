@@ -412,12 +412,15 @@ class FileFollower:
                 f.ckpts = f.ckpts[:-4:2] + f.ckpts[-4:]
         else:
             rest = buf
-        while len(rest) > MAX_LINE:
-            piece = rest[:MAX_LINE]
-            r.items.append(self._chunk(f, piece + b"\n", start, history, True, cont, "line longer than 1 MiB split"))
-            start += MAX_LINE
-            rest = rest[MAX_LINE:]
-            cont = True
+        if len(rest) > MAX_LINE:
+            j = 0  # pieces cut by index: re-slicing the rest each time copies it again
+            while len(rest) - j > MAX_LINE:
+                piece = rest[j : j + MAX_LINE] + b"\n"
+                r.items.append(self._chunk(f, piece, start, history, True, cont, "line longer than 1 MiB split"))
+                start += MAX_LINE
+                j += MAX_LINE
+                cont = True
+            rest = rest[j:]
         f.pending = rest
         f.pending_cont = cont
         f.emit_off = start
