@@ -38,6 +38,7 @@ from denpex_tui.core.sources import classify
 from denpex_tui.core.text import safe_line
 from denpex_tui.core.triage import rank_ranges, triage
 
+from ._queue import ByteQueue
 from .sources import Chunk, SourceEvent
 from .stall import StallCleared, StallDetector, StallEvent
 
@@ -46,6 +47,8 @@ __all__ = ["Engine", "FindingEvent", "IncidentEvent", "LinesEvent", "LogLine"]
 TRIAGE_INTERVAL_S = 0.25
 _MAX_EVENT_COLLATERAL = 20
 STALL_CHECK_S = 1.0
+QUEUE_BYTES = 16 << 20  # chunk bytes waiting between the tailer and the parse thread
+BATCH_BYTES = 8 << 20  # chunk bytes parsed per batch
 QUIET_CLOSE_S = 0.5  # a traceback with no new line for this long is complete
 
 
@@ -305,7 +308,7 @@ class Engine:
 
     async def run(self) -> AsyncIterator[Any]:
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue(maxsize=1024)
+        queue = ByteQueue(max_bytes=QUEUE_BYTES)  # bounded in bytes: one huge line is 1 MiB pieces
         done = object()
 
         async def pump() -> None:
@@ -329,12 +332,14 @@ class Engine:
                     break
                 batch: list[Chunk] = []
                 others: list[Any] = []
+                batch_bytes = 0
                 while item is not None and item is not done:
                     if isinstance(item, Chunk):
                         batch.append(item)
+                        batch_bytes += len(item.data)
                     else:
                         others.append(item)
-                    if len(batch) >= 256 or queue.empty():
+                    if len(batch) >= 256 or batch_bytes >= BATCH_BYTES or queue.empty():
                         break
                     item = queue.get_nowait()
                 now = time.monotonic()
