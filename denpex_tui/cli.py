@@ -261,6 +261,12 @@ def build_parser() -> argparse.ArgumentParser:
         sub.choices["probe"].set_defaults(func=lambda a, _cfg: probe_cli.run(a))
     except ImportError:  # pragma: no cover - probes not built in this tree
         pass
+    try:  # checkpoints, footprint, verify, evidence: the checklist items as commands
+        from denpex_tui import checklist_cli
+
+        checklist_cli.add_parsers(sub)
+    except ImportError:  # pragma: no cover
+        pass
     try:
         from denpex_tui.app import cli as watch_cli
 
