@@ -51,3 +51,54 @@ def print_checkpoints(rep, con: Console) -> None:
         con.print(t)
     else:
         _loud(con, "no complete checkpoint to resume from")
+
+
+def _b(n) -> str:
+    return "?" if n is None else f"{human_bytes(n)} ({n:,} B)"
+
+
+def print_footprint(fp, con: Console) -> None:
+    i = fp.inputs
+    head = Text("denpex footprint: ", style="bold")
+    head.append(f"{i['params']:,} parameters, {i['world_size']} ranks"
+                + (f" on {i['nodes']} nodes ({i['ranks_per_node']} per node)" if i["nodes"] else "")
+                + f", ZeRO stage {i['zero_stage']}, {safe_str(str(i['optimizer']))} ({i['states_per_param']} states)")
+    con.print(head)
+    rows = [("optimizer state (fp32 master + states)", "optimizer_state_bytes"), ("fp32 gradients", "gradient_bytes"),
+            ("parameters", "param_bytes"), ("NVMe total", "nvme_bytes")]
+    con.print(Text(f"  {'':<44} {'per rank':>28} {'per node':>28}", style="dim"))
+    for label, k in rows:
+        pn = fp.per_node[k] if fp.per_node else None
+        con.print(Text(f"  {label:<44} {_b(fp.per_rank[k]):>28} {(_b(pn) if fp.per_node else '-'):>28}",
+                       style="bold" if k == "nvme_bytes" else ""))
+    ck = fp.checkpoint_copy
+    con.print(Text(f"  {'checkpoint copy per tag (offloaded_tensors)':<44} {_b(ck['per_rank']):>28} "
+                   f"{(_b(ck['per_node']) if ck['per_node'] is not None else '-'):>28}   job {_b(ck['job'])}"))
+    ph = fp.pinned_host_per_rank
+    con.print(Text(f"  pinned host memory per rank (not NVMe): param buffers {_b(ph['param_buffers'])}, "
+                   f"optimizer buffers {_b(ph['optimizer_buffers'])}", style="dim"))
+    for e in fp.nvme_paths:
+        t = Text(f"  nvme_path {safe_str(e['path'])} ({', '.join(e['roles'])}): must hold ")
+        t.append(_b(e.get("compared_bytes", e["per_node_bytes"] or e["per_rank_bytes"])))
+        m = e.get("measured")
+        if m:
+            t.append(f"; measured now on this node: {_b(m.get('bytes_free'))} free, "
+                     f"{m.get('inodes_free') if m.get('inodes_free') is not None else '?'} inodes free"
+                     f" ({safe_str(str(m.get('fstype') or '?'))} at {safe_str(str(m.get('mount') or '?'))})")
+            if e.get("fits") is False:
+                t.append("  DOES NOT FIT", style="bold red")
+            elif e.get("fits"):
+                t.append("  fits", style="green")
+        con.print(t)
+    con.print(Text("formula:", style="bold"))
+    for line in fp.formula:
+        con.print(Text("  " + line))
+    con.print(Text("follows DeepSpeed's code (v0.19.8):", style="dim"))
+    from denpex_tui.core.footprint import SOURCES
+
+    for s in SOURCES:
+        con.print(Text("  " + s, style="dim"))
+    for n in fp.notes:
+        con.print(Text("note: " + safe_str(n), style="yellow"))
+    for w in fp.warnings:
+        _loud(con, w)
