@@ -81,6 +81,196 @@ def cmd_footprint(args, _cfg) -> int:
     return EXIT_FOUND if any(e.get("fits") is False for e in fp.nvme_paths) else EXIT_OK
 
 
+# -- verify -------------------------------------------------------------------------------
+
+
+def _scan(paths, sig_dirs=None):
+    from denpex_tui.core.scan import scan_paths
+
+    try:
+        res = scan_paths(list(paths), signature_dirs=sig_dirs)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if res.readable_sources == 0:
+        raise InputError("nothing could be read in " + ", ".join(paths))
+    return res
+
+
+def split_signatures(items, catalog) -> tuple[list[str], list[str]]:
+    """Leading catalog ids are signatures, the rest paths; an id-looking word that is neither
+    a known signature nor an existing path is bad input."""
+    import os
+    import re
+
+    sigs, paths = [], []
+    for it in items:
+        if not paths and catalog.get(it) is not None:
+            sigs.append(it)
+        elif os.path.exists(it) or any(ch in it for ch in "*?["):
+            paths.append(it)
+        elif re.match(r"^[a-z0-9]+(?:\.[a-z0-9-]+)+$", it):
+            raise InputError(f"{it}: not a known signature (see 'denpex signatures') and not a path")
+        else:
+            raise InputError(f"{it}: no such file or directory")
+    return sigs, paths
+
+
+def cmd_verify(args, cfg) -> int:
+    from denpex_tui.core.catalog import load_catalog
+    from denpex_tui.core.verify import Baseline, VerifyError, baseline_from_scan, verify
+
+    sig_dirs = list(cfg.get("scan", {}).get("signatures", [])) + list(args.signatures or [])
+    sigs, paths = split_signatures(args.items, load_catalog(sig_dirs))
+    if not paths:
+        raise InputError("verify needs the rerun's logs: SIGNATURE... PATH...")
+    try:
+        if args.from_:
+            from denpex_tui.core.evidence import is_bundle, read_bundle
+
+            if is_bundle(args.from_):
+                b = read_bundle(args.from_)
+                base = Baseline.from_json(b["verify_baseline"], args.from_)
+                if sigs:
+                    base.signatures = sigs
+            else:
+                base = baseline_from_scan(_scan([args.from_], sig_dirs), sigs, args.from_)
+            if args.step is not None:
+                base.step = args.step
+        elif args.step is not None:
+            if not sigs:
+                raise InputError("with --step, name the SIGNATURE(s) that must be gone")
+            base = Baseline(sigs, args.step, source="--step")
+        else:
+            raise InputError("verify needs the failing run to compare with: --from BUNDLE (or the failing run's "
+                             "logs) or --step N")
+    except VerifyError as exc:
+        raise InputError(str(exc)) from None
+    res = verify(_scan(paths, sig_dirs), base)
+    if args.json:
+        _json_out(res.to_json())
+    else:
+        from denpex_tui.render.checklist_view import print_verify
+
+        print_verify(res, _console())
+    return EXIT_OK if res.ok else EXIT_FOUND
+
+
+# -- evidence -----------------------------------------------------------------------------
+
+
+def _run_env(cmd: list[str]):
+    def run() -> str:
+        import subprocess
+
+        try:
+            p = subprocess.run(cmd, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            return f"{cmd[0]}: not found on this node\n"
+        except subprocess.TimeoutExpired:
+            return "gave no answer within 120 s\n"
+        from denpex_tui.core.text import safe_str
+
+        out = (p.stdout + p.stderr)[: 1 << 20].decode("utf-8", "replace")
+        return "\n".join(safe_str(x) for x in out.splitlines()) + f"\n(exit code {p.returncode})\n"
+
+    return run
+
+
+def _probe_now(result):
+    """The probe snapshot now for the paths the diagnosis names, and the differential of the
+    initiating finding when it has one."""
+    from denpex_tui.core.fixes import incident_values
+    from denpex_tui.probes.differential import differential, differential_kind
+    from denpex_tui.probes.sampler import Prober
+
+    ini = next((i.initiating for i in result.incidents if i.initiating), None)
+    values = incident_values(ini, result.job) if ini else {}
+    paths = [values[k] for k in ("dir", "ckpt_dir", "nvme_path") if values.get(k)]
+    snap = Prober(paths=list(dict.fromkeys(paths))).snapshot()
+    diff = None
+    if ini is not None and differential_kind(ini.signature):
+        sig = result.catalog.get(ini.signature)
+        items = [{"text": c.text, "condition": c.condition} for c in sig.checklist] if sig else []
+        try:
+            diff = differential(ini.signature, values.get("path") or values.get("dir"), snap, checklist=items)
+        except ValueError:
+            diff = None
+    return snap, diff
+
+
+def cmd_evidence(args, cfg) -> int:
+    import io
+    import os
+
+    from denpex_tui.core.evidence import _findings_to_excerpt, write_bundle
+    from denpex_tui.core.scan import read_tail
+    from denpex_tui.core.triage import _first_warning
+    from denpex_tui.core.verify import VerifyError, baseline_from_scan
+    from denpex_tui.render.report import make_console, print_scan
+
+    sig_dirs = list(cfg.get("scan", {}).get("signatures", [])) + list(args.signatures or [])
+    result = _scan(args.paths, sig_dirs)
+    buf = io.StringIO()
+    print_scan(result, make_console(buf), measure=False)
+    firsts = {}
+    for role, f in _findings_to_excerpt(result):
+        w = _first_warning(f, result.job, result.catalog, read_tail)
+        if w is not None and f.rank is not None:
+            firsts.setdefault(f.rank, w)
+    try:
+        baseline = baseline_from_scan(result, None, " ".join(args.paths)) if result.incidents else None
+    except VerifyError:
+        baseline = None
+    snap, diff = _probe_now(result)
+    env = None
+    if args.with_env:
+        import sys as _sys
+
+        py = [_sys.executable, "-m", "torch.utils.collect_env"]
+        env = {"nvidia-smi.txt": (["nvidia-smi"], _run_env(["nvidia-smi"])),
+               "collect_env.txt": (py, _run_env(py))}
+    out = args.output
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise InputError(f"{out}: exists and is not a folder (evidence never overwrites)")
+    try:
+        b = write_bundle(result, out, argv=["denpex", "evidence", *args.paths, "-o", out]
+                         + (["--with-env"] if args.with_env else []), diagnosis_text=buf.getvalue(),
+                         snapshot=snap, differential=diff, baseline=baseline, first_warnings=firsts, env=env)
+    except FileExistsError as exc:
+        raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"{out}: {exc.strerror or exc}") from None
+    from rich.text import Text
+
+    from denpex_tui.core.units import human_bytes
+
+    con = _console()
+    con.print(Text(f"wrote {b.path}: {len(b.files)} files, {human_bytes(sum(b.files.values()))}", style="bold"))
+    for rel, n in sorted(b.files.items()):
+        con.print(Text(f"  {rel}  {human_bytes(n)}"))
+    for x in b.left_out:
+        con.print(Text("  left out: " + x, style="yellow"))
+    if not result.incidents:
+        con.print(Text("no failure found in these logs: the bundle holds the scan and the probe snapshot only",
+                       style="yellow"))
+    return EXIT_OK
+
+
+def scan_bundle(path: str, args) -> int:
+    """``denpex scan BUNDLE``: the diagnosis stored in an evidence bundle, shown as scan shows it."""
+    from denpex_tui.core.catalog import load_catalog
+    from denpex_tui.core.evidence import bundle_scan
+
+    result = bundle_scan(path, load_catalog(list(getattr(args, "signatures", None) or [])))
+    if args.json:
+        _json_out(result.to_json())
+    else:
+        from denpex_tui.render.report import print_scan
+
+        print_scan(result, _console(), verbose=args.verbose, measure=False)
+    return EXIT_FOUND if result.incidents else EXIT_OK
+
+
 # -- registration -------------------------------------------------------------------------
 
 
@@ -99,6 +289,23 @@ def add_parsers(sub) -> None:
     f.add_argument("--no-measure", action="store_true", help="do not measure nvme_path on this node")
     f.add_argument("--json", action="store_true")
     f.set_defaults(func=_guard(cmd_footprint))
+
+    v = sub.add_parser("verify", help="after the fix: exit 0 only if the rerun got as far and the signature is gone")
+    v.add_argument("items", nargs="+", metavar="SIGNATURE... PATH...",
+                   help="signature ids that must be gone, then the rerun's logs (files, directories, globs)")
+    v.add_argument("--from", dest="from_", metavar="BUNDLE|PATH",
+                   help="the failing run: an evidence bundle, or its logs (signatures default to its diagnosis)")
+    v.add_argument("--step", type=int, metavar="N", help="the step the failing run reached (instead of reading it)")
+    v.add_argument("--signatures", action="append", metavar="DIR", help="extra signature pack")
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(func=_guard(cmd_verify))
+
+    e = sub.add_parser("evidence", help="write an evidence bundle (excerpts, diagnosis, probe snapshot) before restarting")
+    e.add_argument("paths", nargs="+", metavar="PATH", help="the job's logs (files, directories, globs)")
+    e.add_argument("-o", "--output", required=True, metavar="OUT", help="a new folder, or OUT.tar.gz")
+    e.add_argument("--with-env", action="store_true", help="also run nvidia-smi and python -m torch.utils.collect_env")
+    e.add_argument("--signatures", action="append", metavar="DIR", help="extra signature pack")
+    e.set_defaults(func=_guard(cmd_evidence))
 
 
 def _guard(fn):

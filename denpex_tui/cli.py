@@ -79,6 +79,12 @@ def cmd_scan(args, cfg) -> int:
         paths = [tmp.name]
     if not paths:
         raise UsageError("scan needs at least one PATH (a log file, a directory or a glob), or --demo")
+    from denpex_tui.core.evidence import is_bundle  # an evidence bundle: its stored diagnosis
+
+    if len(paths) == 1 and is_bundle(paths[0]):
+        from denpex_tui.checklist_cli import scan_bundle
+
+        return scan_bundle(paths[0], args)
     try:
         result = scan_paths(
             paths,

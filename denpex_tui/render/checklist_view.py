@@ -102,3 +102,33 @@ def print_footprint(fp, con: Console) -> None:
         con.print(Text("note: " + safe_str(n), style="yellow"))
     for w in fp.warnings:
         _loud(con, w)
+
+
+def print_verify(res, con: Console) -> None:
+    b = res.baseline
+    con.print(Text("denpex verify: " + ", ".join(safe_str(s) for s in b.signatures), style="bold"))
+    for w in b.where:
+        con.print(Text(f"  failing run: {safe_str(w['signature'])} on rank {w['rank'] if w['rank'] is not None else '?'}"
+                       f" at step {w['step'] if w['step'] is not None else '?'} ({safe_str(w['path'])}:{w['line']})",
+                       style="dim"))
+    if not b.where:
+        con.print(Text(f"  failing run: step {b.step} ({safe_str(b.source)})", style="dim"))
+    steps = [v for v in res.steps.values() if v is not None]
+    t = Text(f"  rerun: {res.ranks} ranks, ")
+    if res.reached:
+        t.append(f"every rank reached step {min(steps)} or later (>= {b.step})", style="green")
+    else:
+        t.append("did NOT get as far" if res.reached is False else "progress not comparable", style="bold red")
+    con.print(t)
+    if res.still:
+        for f in res.still:
+            r = Text("  STILL THERE: ", style="bold red")
+            r.append(f"{safe_str(f.signature)} on rank {f.rank if f.rank is not None else '?'}  "
+                     f"{safe_str(f.path)}:{f.line}")
+            con.print(r)
+            con.print(Text("      " + f.text))
+    else:
+        con.print(Text(f"  signature absent on every rank of the rerun ({res.ranks} ranks)", style="green"))
+    for n in res.notes:
+        con.print(Text("  " + safe_str(n), style="yellow"))
+    con.print(Text("PASS" if res.ok else "FAIL", style="bold green" if res.ok else "bold red"))
