@@ -271,7 +271,65 @@ def scan_bundle(path: str, args) -> int:
     return EXIT_FOUND if result.incidents else EXIT_OK
 
 
+# -- scan --control / the failure's rhythm -------------------------------------------------
+
+
+class ScanExtras:
+    """What the checklist adds to a scan: the known-good control comparison (``--control``)
+    and the failure's rhythm (checkpoint saves per rank, across ``--runs``)."""
+
+    def __init__(self, control=None, rhythm=None):
+        self.control, self.rhythm = control, rhythm
+
+    @property
+    def json(self) -> dict:
+        out = {}
+        if self.control is not None:
+            out["control"] = self.control.to_json()
+        if self.rhythm is not None:
+            out["rhythm"] = self.rhythm.to_json()
+        return out
+
+    def print(self, con) -> None:
+        from denpex_tui.render.checklist_view import print_control, print_rhythm
+
+        if self.rhythm is not None:
+            print_rhythm(self.rhythm, con)
+        if self.control is not None:
+            print_control(self.control, con)
+
+
+def scan_extras(result, args) -> ScanExtras:
+    from denpex_tui.core.rhythm import checkpoint_related, combine, rhythm_of
+
+    control_paths = list(getattr(args, "control", None) or [])
+    runs = list(getattr(args, "runs", None) or [])
+    control = rhythm = None
+    if control_paths:
+        from denpex_tui.core.control import compare_with_control
+
+        control = compare_with_control(result, _scan(control_paths), list(args.paths), control_paths)
+    if checkpoint_related(result) or runs:
+        parts = [rhythm_of(result, " ".join(args.paths))]
+        for r in runs:
+            parts.append(rhythm_of(_scan([r]), r))
+        rhythm = combine(parts)
+        if not rhythm.runs:
+            rhythm = None
+    return ScanExtras(control, rhythm)
+
+
 # -- registration -------------------------------------------------------------------------
+
+
+def add_scan_options(s) -> None:
+    """``scan --control`` and ``scan --runs`` (the scan parser is built in cli.py)."""
+    s.add_argument("--control", nargs="+", metavar="PATH",
+                   help="a healthy run of the same job: per rank, the first line with no counterpart there "
+                        "(put it after the PATHs)")
+    s.add_argument("--runs", action="append", metavar="PATH",
+                   help="another failing run of the same job: is the number of checkpoint saves before the "
+                        "failure the same? (repeatable)")
 
 
 def add_parsers(sub) -> None:

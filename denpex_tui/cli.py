@@ -102,12 +102,17 @@ def cmd_scan(args, cfg) -> int:
     if result.readable_sources == 0:
         _err("nothing could be read in " + ", ".join(paths))
         return EXIT_ERROR
+    from denpex_tui.checklist_cli import scan_extras  # --control and the failure's rhythm
+
+    extras = scan_extras(result, args)
     if args.json:
-        _json_out(result.to_json())
+        _json_out({**result.to_json(), **extras.json})
     else:
         from denpex_tui.render.report import make_console, print_scan
 
-        print_scan(result, make_console(), verbose=args.verbose, measure=not args.no_measure)
+        con = make_console()
+        print_scan(result, con, verbose=args.verbose, measure=not args.no_measure)
+        extras.print(con)
     if tmp is not None:
         tmp.cleanup()
     return EXIT_FOUND if result.incidents else EXIT_OK
@@ -245,6 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--verbose", "-v", action="store_true", help="also list warning-level findings")
     s.add_argument("--no-measure", action="store_true",
                    help="do not measure the failing path and local processes now (the ENOSPC/EMFILE differential)")
+    try:  # --control, --runs (checklist_cli)
+        from denpex_tui import checklist_cli
+
+        checklist_cli.add_scan_options(s)
+    except ImportError:  # pragma: no cover
+        pass
     s.set_defaults(func=cmd_scan)
 
     e = sub.add_parser("explain", help="explain a pasted traceback or log excerpt")

@@ -132,3 +132,51 @@ def print_verify(res, con: Console) -> None:
     for n in res.notes:
         con.print(Text("  " + safe_str(n), style="yellow"))
     con.print(Text("PASS" if res.ok else "FAIL", style="bold green" if res.ok else "bold red"))
+
+
+def print_rhythm(rh, con: Console) -> None:
+    from denpex_tui.core.triage import rank_ranges
+
+    con.print(Text("Rhythm: checkpoint saves each rank completed before the failure", style="bold"))
+    for r in rh.runs:
+        by: dict[int, list[int]] = {}
+        for rank, n in r.saves.items():
+            by.setdefault(n, []).append(rank)
+        t = Text(f"  {safe_str(r.source)} attempt {r.attempt}: ")
+        if r.failed_after is not None:
+            t.append(f"rank {r.initiating_rank} failed after {r.failed_after} saves", style="bold")
+            ins = r.in_save.get(r.initiating_rank)
+            if ins:
+                t.append(f" (inside save {r.failed_after + 1})")
+            t.append("; ")
+        t.append(", ".join(f"ranks {rank_ranges(rs)}: {n}" if len(rs) > 1 else f"rank {rs[0]}: {n}"
+                           for n, rs in sorted(by.items())))
+        con.print(t)
+    c = rh.consistent
+    if c is True:
+        con.print(Text(f"  consistent across {len(rh.runs)} runs: the failure comes after the same number of saves "
+                       "(a per-save leak: fds or orphaned inodes)", style="bold yellow"))
+    elif c is False:
+        con.print(Text("  not the same number of saves across the runs", style="dim"))
+    con.print()
+
+
+def print_control(rep, con: Console) -> None:
+    con.print(Text("Compared with the control " + ", ".join(safe_str(p) for p in rep.control), style="bold"))
+    for s in rep.shape:
+        _loud(con, "job shape: " + s)
+    for r in rep.ranks:
+        head = Text(f"  rank {r.rank}: {r.new_lines} of {r.lines} lines have no counterpart")
+        con.print(head)
+        if r.first_new:
+            con.print(Text(f"    first new line      {safe_str(r.first_new.path)}:{r.first_new.line}", style="dim"))
+            con.print(Text("      " + r.first_new.text))
+        if r.error is not None:
+            if r.new_before_error:
+                con.print(Text(f"    differs before error {safe_str(r.new_before_error.path)}:{r.new_before_error.line}",
+                               style="dim"))
+                con.print(Text("      " + r.new_before_error.text, style="bold"))
+            else:
+                con.print(Text("    no line before its error differs from the control: the error is the first sign",
+                               style="dim"))
+    con.print()
