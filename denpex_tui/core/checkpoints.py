@@ -29,17 +29,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import struct
-import zipfile
 from dataclasses import dataclass, field
-from statistics import median
 
+from .shards import TEMP as _TEMP, across_tags as _across_tags, check_files as _check_files
+from .shards import file_problem as _file_problem, peer_sizes as _peer_sizes
 from .text import safe_str
 
 __all__ = ["CheckpointTag", "CheckpointReport", "inspect_checkpoints", "CheckpointError"]
 
 SCHEMA = 1
-SMALL = 0.5  # a shard under half the size of its peers (or of itself in other tags) is suspect
 
 _DS_TAG = re.compile(r"^global_step(\d+)$")
 _HF_TAG = re.compile(r"^checkpoint-(\d+)$")
@@ -52,8 +50,6 @@ _DCP = re.compile(r"^__(\d+)_(\d+)\.distcp$")
 _HF_RNG = re.compile(r"^rng_state_(\d+)\.pth$")
 _HF_SHARD = re.compile(r"^(model|pytorch_model)-(\d+)-of-(\d+)\.(safetensors|bin)$")
 _MEG_RANK = re.compile(r"^mp_rank_\d{2}(?:_\d{3}){0,2}$")
-_TEMP = re.compile(r"(?:\.tmp$|\.tmp\.|\.part$|\.partial$|\.incomplete$|^tmp[-_.]|^\.~|\.lock$)", re.I)
-_ZIPPED = (".pt", ".pth", ".bin", ".ckpt")
 
 
 class CheckpointError(ValueError):
@@ -92,95 +88,6 @@ class CheckpointReport:
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "checkpoints": [t.to_json() for t in self.tags],
                 "resume_from": safe_str(self.resume_from) if self.resume_from is not None else None}
-
-
-# -- file checks (headers only) -----------------------------------------------------------
-
-
-def _file_problem(path: str, size: int) -> str | None:
-    name = os.path.basename(path)
-    if size == 0:
-        return f"{name}: empty file (0 bytes)"
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-            if name.endswith(".safetensors"):
-                if len(head) < 8:
-                    return f"{name}: shorter than a safetensors header"
-                (n,) = struct.unpack("<Q", head)
-                if n > min(size - 8, 100 << 20):
-                    return f"{name}: truncated (header of {n} bytes in a {size}-byte file)"
-                meta = json.loads(fh.read(n))
-                end = max((v["data_offsets"][1] for k, v in meta.items() if k != "__metadata__"), default=0)
-                if 8 + n + end > size:
-                    return f"{name}: truncated ({size} bytes, its header needs {8 + n + end})"
-            elif name.endswith(_ZIPPED) and head[:2] == b"PK":
-                try:
-                    with zipfile.ZipFile(path) as z:  # reads the central directory only
-                        infos = z.infolist()
-                    last = max((i.header_offset + i.compress_size for i in infos), default=0)
-                    if last > size:
-                        return f"{name}: truncated (its zip directory points past the end)"
-                except zipfile.BadZipFile:
-                    return f"{name}: truncated or damaged (no zip directory at its end)"
-    except OSError as exc:
-        return f"{name}: unreadable ({exc.strerror or exc})"
-    except (ValueError, KeyError, TypeError, IndexError):
-        return f"{name}: damaged header"
-    return None
-
-
-def _walk(path: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for dirpath, dirnames, filenames in os.walk(path):
-        dirnames.sort()
-        for n in sorted(filenames):
-            p = os.path.join(dirpath, n)
-            try:
-                out[os.path.relpath(p, path)] = os.stat(p).st_size
-            except OSError:
-                out[os.path.relpath(p, path)] = -1
-    return out
-
-
-def _check_files(t: CheckpointTag) -> None:
-    t.files = _walk(t.path)
-    for rel, size in t.files.items():
-        base = os.path.basename(rel)
-        if size < 0:
-            t.problems.append(f"{rel}: cannot be read")
-        elif _TEMP.search(base):
-            t.problems.append(f"{rel}: temporary/staging file left by an interrupted save")
-        elif not base.endswith(".tensor.swp"):
-            p = _file_problem(os.path.join(t.path, rel), size)
-            if p:
-                t.problems.append(p if "/" not in rel else f"{os.path.dirname(rel)}/{p}")
-
-
-def _peer_sizes(t: CheckpointTag, groups: dict[str, list[str]]) -> None:
-    """Shards of one kind (one per rank) of very different sizes: the small ones are suspect."""
-    for label, rels in groups.items():
-        sizes = [t.files[r] for r in rels if t.files.get(r, 0) > 0]
-        if len(sizes) < 2:
-            continue
-        med = median(sizes)
-        for r in rels:
-            s = t.files.get(r, 0)
-            if 0 < s < SMALL * med:
-                t.problems.append(f"{r}: {s} bytes, under half of its peers' {int(med)} ({label})")
-
-
-def _across_tags(tags: list[CheckpointTag]) -> None:
-    by_name: dict[str, list[int]] = {}
-    for t in tags:
-        for rel, s in t.files.items():
-            if s > 0:
-                by_name.setdefault(rel, []).append(s)
-    for t in tags:
-        for rel, s in t.files.items():
-            others = by_name.get(rel, [])
-            if s > 0 and len(others) >= 3 and s < SMALL * median(others):
-                t.problems.append(f"{rel}: {s} bytes, under half of its size in the other tags ({int(median(others))})")
 
 
 # -- layouts ------------------------------------------------------------------------------
