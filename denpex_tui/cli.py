@@ -19,6 +19,7 @@ from pathlib import Path
 from denpex_tui import __version__
 
 log = logging.getLogger("denpex")
+log.addHandler(logging.NullHandler())  # without --debug, log.exception must not reach stderr (logging.lastResort)
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 

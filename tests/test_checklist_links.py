@@ -41,3 +41,13 @@ def test_panel_rows_carry_filled_commands(catalog, tmp_path):
     assert shlex.split(ver.command.text)[2] == "os.emfile" and ver.command.missing == ("rerun",)
     j = panel.to_json()
     assert any(c.get("command", {}).get("command", "").startswith("denpex evidence") for c in j["checklist"])
+
+
+def test_an_internal_error_is_one_line_without_debug():
+    import subprocess
+    import sys
+
+    code = ("import sys; from denpex_tui import cli\n"
+            "try:\n    raise RuntimeError('boom')\nexcept RuntimeError:\n    cli.log.exception('unexpected error')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stderr == ""  # logging's last-resort handler would print the traceback here
