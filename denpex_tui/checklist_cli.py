@@ -198,7 +198,8 @@ def _probe_now(result):
     return snap, diff
 
 
-def cmd_evidence(args, cfg) -> int:
+def make_bundle(paths: list[str], out: str, *, with_env: bool = False, sig_dirs=None):
+    """Scan ``paths`` and write their evidence bundle to ``out``; returns (Bundle, ScanResult)."""
     import io
     import os
 
@@ -208,42 +209,46 @@ def cmd_evidence(args, cfg) -> int:
     from denpex_tui.core.verify import VerifyError, baseline_from_scan
     from denpex_tui.render.report import make_console, print_scan
 
-    sig_dirs = list(cfg.get("scan", {}).get("signatures", [])) + list(args.signatures or [])
-    result = _scan(args.paths, sig_dirs)
+    result = _scan(paths, sig_dirs)
     buf = io.StringIO()
     print_scan(result, make_console(buf), measure=False)
     firsts = {}
-    for role, f in _findings_to_excerpt(result):
+    for _role, f in _findings_to_excerpt(result):
         w = _first_warning(f, result.job, result.catalog, read_tail)
         if w is not None and f.rank is not None:
             firsts.setdefault(f.rank, w)
     try:
-        baseline = baseline_from_scan(result, None, " ".join(args.paths)) if result.incidents else None
+        baseline = baseline_from_scan(result, None, " ".join(paths)) if result.incidents else None
     except VerifyError:
         baseline = None
     snap, diff = _probe_now(result)
     env = None
-    if args.with_env:
+    if with_env:
         import sys as _sys
 
         py = [_sys.executable, "-m", "torch.utils.collect_env"]
         env = {"nvidia-smi.txt": (["nvidia-smi"], _run_env(["nvidia-smi"])),
                "collect_env.txt": (py, _run_env(py))}
-    out = args.output
     if os.path.exists(out) and not os.path.isdir(out):
         raise InputError(f"{out}: exists and is not a folder (evidence never overwrites)")
     try:
-        b = write_bundle(result, out, argv=["denpex", "evidence", *args.paths, "-o", out]
-                         + (["--with-env"] if args.with_env else []), diagnosis_text=buf.getvalue(),
+        b = write_bundle(result, out, argv=["denpex", "evidence", *paths, "-o", out]
+                         + (["--with-env"] if with_env else []), diagnosis_text=buf.getvalue(),
                          snapshot=snap, differential=diff, baseline=baseline, first_warnings=firsts, env=env)
     except FileExistsError as exc:
         raise InputError(str(exc)) from None
     except OSError as exc:
         raise InputError(f"{out}: {exc.strerror or exc}") from None
+    return b, result
+
+
+def cmd_evidence(args, cfg) -> int:
     from rich.text import Text
 
     from denpex_tui.core.units import human_bytes
 
+    sig_dirs = list(cfg.get("scan", {}).get("signatures", [])) + list(args.signatures or [])
+    b, result = make_bundle(list(args.paths), args.output, with_env=args.with_env, sig_dirs=sig_dirs)
     con = _console()
     con.print(Text(f"wrote {b.path}: {len(b.files)} files, {human_bytes(sum(b.files.values()))}", style="bold"))
     for rel, n in sorted(b.files.items()):
