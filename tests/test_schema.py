@@ -8,7 +8,7 @@ import pytest
 from helpers import CORPUS
 
 from denpex_tui.core import schema
-from denpex_tui.core.model import Finding, Incident
+from denpex_tui.core.model import Finding
 from denpex_tui.core.scan import scan_paths
 
 

@@ -1,7 +1,6 @@
 """`denpex verify` and `denpex evidence` on the real corpus runs."""
 
 import json
-import os
 import subprocess
 import sys
 import tarfile
