@@ -266,7 +266,15 @@ def scan_bundle(path: str, args) -> int:
     from denpex_tui.core.catalog import load_catalog
     from denpex_tui.core.evidence import bundle_scan
 
-    result = bundle_scan(path, load_catalog(list(getattr(args, "signatures", None) or [])))
+    from denpex_tui.core.schema import SchemaError
+
+    try:
+        result = bundle_scan(path, load_catalog(list(getattr(args, "signatures", None) or [])))
+    except SchemaError as exc:
+        from denpex_tui.core.text import safe_str
+
+        print(f"denpex: {safe_str(str(exc))}", file=sys.stderr)
+        return EXIT_ERROR
     if args.json:
         _json_out(result.to_json())
     else:

@@ -129,3 +129,54 @@ def test_with_env_runs_the_commands_only_when_asked(tmp_path):
     assert r.returncode == 0, r.stderr
     assert (out / "env" / "nvidia-smi.txt").read_text().startswith("$ nvidia-smi")
     assert "torch.utils.collect_env" in (out / "env" / "collect_env.txt").read_text().splitlines()[0]
+
+
+def test_a_hostile_or_damaged_bundle_is_read_safely(bundle, tmp_path):
+    import shutil
+
+    evil = tmp_path / "evil"
+    shutil.copytree(bundle, evil)
+    doc = json.loads((evil / "diagnosis.json").read_text())
+    doc["scan"]["incidents"][0]["initiating"]["text"] = "\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J owned"
+    doc["scan"]["incidents"][0]["summary"] = "\x1b[31mred\x1b[0m"
+    (evil / "diagnosis.json").write_text(json.dumps(doc))
+    r = _denpex("scan", str(evil))
+    assert r.returncode == 1 and "\x1b" not in r.stdout and "\x07" not in r.stdout
+    assert "owned" in r.stdout
+    doc["scan"]["incidents"][0]["initiating"]["time_full"] = "not a time"
+    (evil / "diagnosis.json").write_text(json.dumps(doc))
+    bad = _denpex("scan", str(evil))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_the_size_cap_leaves_ranks_out_and_says_so(tmp_path, monkeypatch):
+    from denpex_tui.core import evidence
+    from denpex_tui.core.scan import scan_paths
+
+    res = scan_paths([DS_FAIL], jobs=1)
+    monkeypatch.setattr(evidence, "MAX_BYTES", 6000)  # room for about one rank's excerpts
+    b = evidence.write_bundle(res, str(tmp_path / "small"), argv=["denpex"], diagnosis_text="x\n")
+    assert b.left_out and all("cap" in x for x in b.left_out)
+    readme = (tmp_path / "small" / "README.txt").read_text()
+    assert "Left out:" in readme and "initiating" in json.dumps(
+        json.loads((tmp_path / "small" / "diagnosis.json").read_text())["excerpts"][0]["role"])
+
+
+def test_a_training_process_with_a_non_utf8_argv_does_not_break_the_bundle(tmp_path):
+    import os
+    import time
+
+    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", b"train\xff\x1b[2J.py"], env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not os.path.exists(f"/proc/{proc.pid}/cmdline"):
+            time.sleep(0.05)
+        r = _denpex("evidence", FAIL, "-o", str(tmp_path / "b"))
+        assert r.returncode == 0, r.stderr
+        probe = json.loads((tmp_path / "b" / "probe.json").read_text())
+        mine = [p for p in probe["snapshot"]["processes"] if p["pid"] == proc.pid]
+        assert mine and "\x1b" not in json.dumps(mine, ensure_ascii=False)
+    finally:
+        proc.kill()
+        proc.wait()

@@ -136,7 +136,7 @@ def write_bundle(result, out: str, *, argv: list[str], diagnosis_text: str, snap
 
     def put(rel: str, text: str) -> None:
         nonlocal budget
-        data = text.encode("utf-8")
+        data = text.encode("utf-8", "backslashreplace")  # a lone surrogate (a hostile argv in the snapshot)
         p = os.path.join(work, rel)
         os.makedirs(os.path.dirname(p), exist_ok=True)
         with open(p, "wb") as fh:
@@ -283,11 +283,22 @@ def is_bundle(path: str) -> bool:
     return isinstance(doc, dict) and doc.get("kind") == KIND
 
 
+def _safe(v: Any) -> Any:
+    """A bundle is untrusted input: no string from it reaches a terminal as a control sequence."""
+    if isinstance(v, str):
+        return safe_str(v)
+    if isinstance(v, list):
+        return [_safe(x) for x in v]
+    if isinstance(v, dict):
+        return {safe_str(str(k)): _safe(x) for k, x in v.items()}
+    return v
+
+
 def read_bundle(path: str) -> dict:
     doc = _load(path)
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
         raise schema.SchemaError(f"{path}: not a Denpex evidence bundle")
-    return schema.check_schema(doc, path)
+    return _safe(schema.check_schema(doc, path))
 
 
 class _BundleJob:
