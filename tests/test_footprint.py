@@ -87,3 +87,22 @@ def test_cli():
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
     missing = _cli("--config", "/nonexistent.json", "--params", "7e9", "--world-size", "8")
     assert missing.returncode == 2
+
+
+def test_matches_what_a_real_zero3_nvme_run_wrote():
+    # tests/fixtures/footprint/measured_zero3_nvme_cpu.*: the config and the swap/checkpoint file
+    # sizes of a real DeepSpeed 0.19.8 run (checkpoints/make/ds_nvme_train.py, 2 ranks, CPU).
+    fix = ROOT / "tests" / "fixtures" / "footprint"
+    sizes = [ln.split(" ", 1) for ln in (fix / "measured_zero3_nvme_cpu.sizes").read_text().splitlines()
+             if ln and not ln.startswith("#")]
+
+    def total(pred):
+        return sum(int(n) for n, p in sizes if pred(p))
+
+    fp = compute(load_config(str(fix / "measured_zero3_nvme_cpu.json")), 2_097_152, 2, 1, optimizer="Adam")
+    opt0 = lambda p: "/optimizer/rank0/" in p  # noqa: E731
+    assert fp.per_rank["optimizer_state_bytes"] == total(lambda p: opt0(p) and "gradient" not in p)
+    assert fp.per_rank["gradient_bytes"] == total(lambda p: opt0(p) and "gradient" in p)
+    assert fp.per_rank["param_bytes"] == total(lambda p: "params/rank0/" in p)
+    assert fp.checkpoint_copy["per_rank"] == total(lambda p: "offloaded_tensors/rank00/" in p)
+    assert fp.per_node["nvme_bytes"] == total(lambda p: p.startswith("<nvme>/"))

@@ -131,9 +131,17 @@ def _ds_expect(tags: list[CheckpointTag]) -> None:
         if z3model:
             need += [f"zero_pp_rank_{d}_mp_rank_{m:02d}_model_states.pt" for m in mps for d in dps]
         t.missing += [n for n in need if n not in names]
-        if offload:
-            have = set(os.listdir(os.path.join(t.path, "offloaded_tensors"))) if "offloaded_tensors" in names else set()
-            t.missing += [f"offloaded_tensors/{r}/" for r in sorted(offload - have)]
+        if offload:  # engine.py: offloaded_tensors/rank{dp:02d}/, the optimizer swap folder minus gradients
+            want = offload | {f"rank{d:02d}" for d in dps}
+            base = os.path.join(t.path, "offloaded_tensors")
+            have = set(os.listdir(base)) if "offloaded_tensors" in names else set()
+            t.missing += [f"offloaded_tensors/{r}/" for r in sorted(want - have)]
+            per = {r: set(_listdir(os.path.join(base, r))) for r in sorted(have & want)}
+            every = set().union(*per.values()) if per else set()
+            for r, fs in per.items():
+                t.missing += [f"offloaded_tensors/{r}/{f}" for f in sorted(every - fs)]
+            for f in sorted(every):
+                _peer_sizes(t, {f"offloaded {f}": [f"offloaded_tensors/{r}/{f}" for r in per if f in per[r]]})
         if not need:
             t.problems.append("no DeepSpeed model or optimizer state file")
         _peer_sizes(t, {"ZeRO optimizer shards": [n for n in names if _DS_OPTIM.match(n)],

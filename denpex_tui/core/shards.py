@@ -90,16 +90,17 @@ def check_files(t: CheckpointTag) -> None:
                 t.problems.append(p if "/" not in rel else f"{os.path.dirname(rel)}/{p}")
 
 
-def peer_sizes(t: CheckpointTag, groups: dict[str, list[str]]) -> None:
-    """Shards of one kind (one per rank) of very different sizes: the small ones are suspect."""
+def peer_sizes(t: "CheckpointTag", groups: dict[str, list[str]]) -> None:
+    """Shards of one kind (one per rank) of very different sizes: the small ones are suspect
+    (each compared with the median of the others)."""
     for label, rels in groups.items():
-        sizes = [t.files[r] for r in rels if t.files.get(r, 0) > 0]
-        if len(sizes) < 2:
+        present = [r for r in rels if t.files.get(r, 0) > 0]
+        if len(present) < 2:
             continue
-        med = median(sizes)
-        for r in rels:
-            s = t.files.get(r, 0)
-            if 0 < s < SMALL * med:
+        for r in present:
+            s = t.files[r]
+            med = median(t.files[o] for o in present if o != r)
+            if s < SMALL * med:
                 t.problems.append(f"{r}: {s} bytes, under half of its peers' {int(med)} ({label})")
 
 

@@ -49,7 +49,7 @@ def print_checkpoints(rep, con: Console) -> None:
         path = next((x.path for x in rep.tags if x.tag == rep.resume_from), "")
         t.append(f"  ({safe_str(path)})", style="dim")
         con.print(t)
-    else:
+    elif not any("no complete tag" in w for w in rep.warnings):
         _loud(con, "no complete checkpoint to resume from")
 
 
