@@ -81,6 +81,7 @@ class DenpexApp(WatchActions, App):
         Binding("t", "next_theme", "theme", show=False),
         Binding("escape", "escape", "close explanation / search / rank filter", show=False),
         *(Binding(str(i + 1), f"pane('{p}')", f"pane: {p}", show=False) for i, p in enumerate(PANES)),
+        Binding("E", "evidence", "write an evidence bundle of the watched logs", show=False),
     ]
 
     def __init__(self, options: WatchOptions, catalog: Catalog, *, engine: Engine | None = None) -> None:
@@ -315,3 +316,8 @@ class DenpexApp(WatchActions, App):
         if msg.key != self._fix_key:
             return
         await self.query_one(FixPanel).show(msg.finding, msg.panel, msg.differential, msg.origin)
+
+    def action_evidence(self) -> None:  # E: an evidence bundle (app/evidence_key.py)
+        from denpex_tui.app.evidence_key import start
+
+        start(self)

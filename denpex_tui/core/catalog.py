@@ -57,6 +57,7 @@ class CheckItem:
     text: str
     condition: str | None = None
     parsed: Any = None  # probes.conditions.Condition
+    command: str | None = None  # the denpex command that answers it (a command template)
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,8 @@ class Signature:
             "fix": list(self.fix),
             "references": list(self.references),
             "siblings": [{"id": s.id, "evidence": s.evidence} for s in self.siblings],
-            "checklist": [{"text": c.text, "condition": c.condition} for c in self.checklist],
+            "checklist": [{"text": c.text, "condition": c.condition, **({"command": c.command} if c.command else {})}
+                          for c in self.checklist],
             "verify": [{"title": v.title, "command": v.command} for v in self.verify],
             "affects": (
                 {"package": self.affects_package, "versions": self.affects_versions}
@@ -308,7 +310,15 @@ def _build(data: dict, path: Path, pack: str, builtin: bool) -> Signature:
                     parsed = _parse_condition(cond)
                 except ValueError as exc:
                     raise _Invalid("condition", str(exc)) from None
-            checklist.append(CheckItem(text, cond, parsed))
+            cmd = c.get("command")
+            if cmd is not None:
+                if not isinstance(cmd, str):
+                    raise _Invalid("command", "must be a string")
+                try:
+                    parse_template(cmd)
+                except TemplateError as exc:
+                    raise _Invalid("command", str(exc)) from None
+            checklist.append(CheckItem(text, cond, parsed, cmd))
         except _Invalid as exc:
             raise _Invalid(f"checklist[{i}].{exc.field}", exc.message) from None
     verify = []

@@ -5,7 +5,8 @@ A value that came from a log is untrusted. Before it is placed in a command:
 1. it is refused when it holds any control character (ESC, CR/LF, C1, bidi overrides…):
    ``shlex.quote`` keeps those inside its quotes, and a pasted ESC or a bracketed-paste end
    (``ESC [201~``) would still act on the terminal;
-2. numeric placeholders (``pid``, ``rank``, ``line``) must be digits, ``node`` a host name;
+2. numeric placeholders (``pid``, ``rank``, ``line``, ``world_size``) must be digits, ``node`` a
+   host name, ``signature`` a signature id, ``params`` a count (``7e9``, ``7B``);
 3. a path that starts with ``-`` gets a ``./`` so no command reads it as an option;
 4. it is shell-quoted as exactly one word (``shlex.quote``).
 
@@ -23,9 +24,12 @@ from .text import has_control
 
 __all__ = ["PLACEHOLDERS", "TemplateError", "parse_template", "RenderedCommand", "render_command"]
 
-PLACEHOLDERS = ("path", "dir", "pid", "rank", "node", "log", "nvme_path", "ckpt_dir", "line")
-_NUMERIC = {"pid", "rank", "line"}
-_PATHLIKE = {"path", "dir", "log", "nvme_path", "ckpt_dir"}
+PLACEHOLDERS = ("path", "dir", "pid", "rank", "node", "log", "nvme_path", "ckpt_dir", "line",
+                "job", "rerun", "ds_config", "signature", "params", "world_size")
+_NUMERIC = {"pid", "rank", "line", "world_size"}
+_PATHLIKE = {"path", "dir", "log", "nvme_path", "ckpt_dir", "job", "rerun", "ds_config"}
+_SIGNATURE = re.compile(r"^[a-z0-9]+(?:\.[a-z0-9]+(?:-[a-z0-9]+)*)+$")
+_COUNT = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:e[0-9]+|[kmbt])?$", re.I)
 _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|[{}]")
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 # What text.safe_line leaves where a control character was: such a value is not the real
@@ -95,6 +99,10 @@ def _check_value(name: str, value: object) -> str | None:
         return s if s.isdigit() else None
     if name == "node":
         return s if _HOST.match(s) else None
+    if name == "signature":
+        return s if _SIGNATURE.match(s) else None
+    if name == "params":
+        return s if _COUNT.match(s) else None
     if name in _PATHLIKE and s.startswith("-"):
         s = "./" + s
     return shlex.quote(s)

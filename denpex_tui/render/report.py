@@ -161,6 +161,16 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
                 con.print(Text("  fix:", style="bold"))
                 for i, step in enumerate(panel.fix, 1):
                     con.print(Text(f"    {i}. {step}"))
+            linked = [r for r in panel.checklist if r.command is not None]
+            if linked:
+                con.print(Text("  checklist, with the denpex command that answers each item:", style="bold"))
+                for r in linked:
+                    con.print(Text("    - " + r.text))
+                    t = Text("      $ " + r.command.text, style="green")
+                    if not r.command.complete:
+                        t.append("  (fill in " + ", ".join(f"<{m}>" for m in r.command.missing + r.command.refused) + ")",
+                                 style="yellow")
+                    con.print(t)
             if panel.commands:
                 con.print(Text("  verify (run these yourself; Denpex never runs them):", style="bold"))
                 for c in panel.commands:
