@@ -15,9 +15,11 @@ never measured here instead (the head node's disk is not the compute node's).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Protocol
 
+from .mounts import is_under
 from .readings import PathReading, Snapshot
 from .wire import GARBAGE, OTHER_SCHEMA, WireError, parse_line
 
@@ -113,11 +115,25 @@ class StreamSource:
     latest = snapshot
 
     def read_path(self, path: str) -> PathReading:
+        """The node's reading of ``path``, or of the watched path it lies under when no mount
+        the node reported sits in between (the same filesystem as far as the node told us)."""
         snap = self._last
         if snap is not None:
             for p in snap.paths:
                 if p.path == path or p.measured_path == path:
                     return p
+            # not "/": every path is under it, and a disk the node did not report (an nvme
+            # mount) would be taken for the root filesystem
+            under = [p for p in snap.paths if p.error is None and p.measured_path
+                     and p.measured_path != "/" and is_under(path, p.measured_path)]
+            if under:
+                best = max(under, key=lambda p: len(p.measured_path or ""))
+                mounts = {p.mount for p in snap.paths if p.mount}
+                deeper = [m for m in mounts if is_under(path, m) and len(m) > len(best.measured_path or "")]
+                if not deeper:
+                    r = dataclasses.replace(best, path=path, exists=None,
+                                            why=[f"on the filesystem of {best.path} (watched on {self.name})"])
+                    return r
         return PathReading(path=path, node=self.name,
                            error=f"not watched by the probe on {self.name} "
                                  "(give it --path or --logs there)")
