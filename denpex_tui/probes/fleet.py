@@ -17,6 +17,7 @@ Statuses: ``connecting`` (started, nothing yet), ``ok``, ``late`` (no snapshot f
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import selectors
@@ -37,7 +38,19 @@ from .wire import MAX_LINE, OTHER_SCHEMA, WireError
 
 BACKOFF_MIN, BACKOFF_MAX = 1.0, 60.0
 _LABEL = re.compile(rb"^\s*(\d{1,6}): ?(.*)$", re.S)
+SRUN_CHUNK = 1024  # srun's I/O message size: longer lines arrive cut, each piece labelled
 _SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([0-9,-]+): (.*)")
+
+
+def _complete(buf: bytearray) -> bool:
+    """A line that is exactly one chunk long may be complete: it is when it is a JSON object."""
+    if not buf.rstrip().endswith(b"}"):
+        return False
+    try:
+        json.loads(bytes(buf))
+        return True
+    except ValueError:
+        return False
 
 
 @dataclass
@@ -52,7 +65,8 @@ class NodeState:
     first_garbage: str | None = None
     ended: str | None = None  # why the last attempt ended
     ended_kind: str | None = None  # exited | no-answer | other-schema
-    retries: int = 0
+    retries: int = 0  # consecutive failed attempts (the backoff's exponent); 0 after a snapshot
+    restarts: int = 0  # every restart of its transport
     retry_at: float | None = None  # monotonic
     alone: bool = False  # retried with its own one-node channel (out of a labelled step)
     stderr: deque = field(default_factory=lambda: deque(maxlen=3))
@@ -64,6 +78,7 @@ class _Channel:
         self.out = bytearray()
         self.err = bytearray()
         self.skipping = False  # inside a line longer than MAX_LINE
+        self.pending: dict[int, bytearray] = {}  # srun --label: a task's line so far
         self.proc = subprocess.Popen(
             spec.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True, env=spec.env, close_fds=True)
@@ -227,7 +242,19 @@ class Fleet:
             m = _LABEL.match(line)
             if m is None or int(m.group(1)) >= len(ch.spec.nodes):
                 return self._garbage_for(ch, line, "a line without an srun task label")
-            node, line = ch.spec.nodes[int(m.group(1))], m.group(2)
+            task, part = int(m.group(1)), m.group(2)
+            node = ch.spec.nodes[task]
+            # srun cuts a task's output into chunks of 1024 bytes, each with its label: a full
+            # chunk continues on the task's next labelled line
+            pending = ch.pending.setdefault(task, bytearray())
+            pending += part
+            if len(part) >= SRUN_CHUNK and not _complete(pending):
+                if len(pending) > MAX_LINE:
+                    del pending[:]
+                    return self._garbage_for(ch, b"", f"a line longer than {MAX_LINE} bytes")
+                return
+            line = bytes(pending)
+            del pending[:]
         st = self.nodes[node]
         if st.channel is not ch:
             return  # a late line of a channel this node no longer uses
@@ -308,6 +335,9 @@ class Fleet:
                     tail = "; ".join(st.stderr) or "no message"
                     if st.snapshots_this_run:
                         self._ended(st, "exited", f"died mid-stream (exit {rc}: {tail})")
+                    elif st.garbage_since_good:
+                        self._ended(st, "no-answer", f"exited (exit {rc}) after {st.garbage_since_good} "
+                                    f"lines that are not snapshots ({st.first_garbage})")
                     else:
                         self._ended(st, "no-answer", f"exited before answering (exit {rc}: {tail})")
                 self.channels.remove(ch)
@@ -321,6 +351,11 @@ class Fleet:
                     if st.started_at is not None and now - st.started_at > self.answer_timeout:
                         what = "only garbage" if st.garbage_since_good else "no snapshot"
                         self._kill_for(st, "no-answer", f"{what} in {self.answer_timeout:g} s")
+                elif now - st.last_snapshot_at > max(self.answer_timeout, 2 * self.late_after):
+                    # streamed, then went silent (a hung node, a task that ended quietly)
+                    st.alone = ch.spec.labelled and ch.spec.retry_one is not None
+                    self._kill_for(st, "late", f"silent for {now - st.last_snapshot_at:.0f} s "
+                                               "after streaming; restarted")
             if ch.spec.labelled and all(s.channel is not ch for s in self.nodes.values()):
                 ch.kill()
                 if ch in self.channels:
@@ -330,6 +365,7 @@ class Fleet:
         for st in self.nodes.values():
             if st.channel is None and st.retry_at is not None and now >= st.retry_at:
                 st.retries += 1
+                st.restarts += 1
                 spec = self._owner[st.node]
                 if spec.labelled and (st.alone or any(
                         s.channel is not None for s in self.nodes.values() if s.node in spec.nodes)):
@@ -382,7 +418,7 @@ class Fleet:
                 "host": snap.host if snap else None,
                 "snapshots": st.source.snapshots, "garbage_lines": st.source.garbage,
                 "age_s": None if st.last_snapshot_at is None else round(now - st.last_snapshot_at, 3),
-                "retries": st.retries,
+                "retries": st.retries, "restarts": st.restarts,
                 "transport": (st.channel.spec.label if st.channel else self._owner[st.node].label),
                 "clock": off.to_json() if off else None,
                 "stderr": list(st.stderr),
