@@ -39,6 +39,8 @@ def channel_specs(args) -> list:
     if len(given) > 1:
         raise TransportError("give one of --hosts, --slurm-job, --pods")
     tpl = getattr(args, "probe_cmd", None)
+    if not given:
+        raise TransportError("--probe-cmd needs --hosts, --slurm-job or --pods (the nodes for {host})")
     if tpl is not None and not tpl.strip():
         raise TransportError("--probe-cmd is empty")
     if getattr(args, "hosts", None):
