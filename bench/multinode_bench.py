@@ -180,6 +180,51 @@ def run(nodes: int, rate: float, seconds: float) -> dict:
     }
 
 
+def gauges_cost(nodes: int, rounds: int = 10) -> dict:
+    """The watch's Gauges widget drawing a merged snapshot of ``nodes`` nodes (headless app)."""
+    import asyncio
+
+    from textual.app import App
+
+    from denpex_tui.app.theming import VARIABLE_DEFAULTS
+    from denpex_tui.app.widgets.gauges import Gauges
+    from denpex_tui.probes.wire import snapshot_from_json
+
+    procs, paths, status = [], [], []
+    for i in range(nodes):
+        s = snapshot_from_json(node_snapshot(i))
+        for p in s.processes + s.paths:
+            p.node = "node%03d" % i
+        procs += s.processes
+        paths += s.paths
+        status.append({"node": "node%03d" % i, "status": "ok", "detail": ""})
+    merged = Snapshot(time=time.time(), host="head", processes=procs, paths=paths)
+    merged.nodes = status
+
+    class A(App):
+        def get_theme_variable_defaults(self):
+            return dict(VARIABLE_DEFAULTS)
+
+        def compose(self):
+            yield Gauges(id="g")
+
+    out = []
+
+    async def go():
+        app = A()
+        async with app.run_test(size=(120, 50)) as pilot:
+            g = app.query_one(Gauges)
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                g.show(merged, {}, {})
+                await pilot.pause()
+                out.append(time.perf_counter() - t0)
+
+    asyncio.run(go())
+    return {"nodes": nodes, "gauges_draw_ms_p50": round(1000 * pct(out, 50), 1),
+            "gauges_draw_ms_max": round(1000 * max(out), 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=128)
@@ -187,6 +232,7 @@ def main() -> None:
     ap.add_argument("--rates", type=float, nargs="+", default=[0.5, 2.0])
     a = ap.parse_args()
     print(f"# {socket.gethostname()}: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)
+    print(json.dumps(gauges_cost(a.nodes)), flush=True)
     for r in a.rates:
         print(json.dumps(run(a.nodes, r, a.seconds)), flush=True)
 

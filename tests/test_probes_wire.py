@@ -208,3 +208,37 @@ def test_slurm_step_command_line_from_a_node_list():
     per = slurm_channels("12", "srun --jobid 12 --overlap -N1 -n1 -w {host} denpex probe --stream --json",
                          nodes=(["a1", "a2"], "a[1-2]", "RUNNING"))
     assert [p.nodes for p in per] == [["a1"], ["a2"]] and "-w a2" in per[1].argv[2]
+
+
+def test_skew_resolution_says_below_what_gap_an_order_is_uncertain():
+    sk = SkewEstimator()
+    assert sk.resolution() is None
+    for i, d in enumerate([0.010, 0.002, 0.030]):
+        sk.sample("a", i, i + d)
+        sk.sample("b", i, i + 1.0 + d)
+    r = sk.resolution()
+    assert r == pytest.approx(2 * (0.010 - 0.002))
+    c = sk.compare("a", 10.0, "b", 9.0 + r / 4)  # b's clock is 1 s behind: nearly simultaneous
+    assert c.uncertain
+
+
+def test_cli_bad_remote_input_is_one_line_exit_2():
+    def probe(*a):
+        return subprocess.run([sys.executable, "-m", "denpex_tui", "probe", *a], capture_output=True,
+                              text=True, timeout=60, cwd=ROOT)
+
+    for args, msg in [(["--hosts", "n1,-oProxyCommand=x"], "not a host name"),
+                      (["--hosts", "n1", "--probe-cmd", "ssh n1 denpex probe"], "needs {host}"),
+                      (["--hosts", "n1", "--probe-cmd", "ssh {host} {pid}"], "unknown placeholder"),
+                      (["--slurm-job", "12;id"], "not a Slurm job id"),
+                      (["--hosts", "a", "--slurm-job", "1"], "one of"),
+                      (["--probe-cmd", "ssh {host}"], "needs --hosts"),
+                      (["--hosts", "a", "--stream"], "--stream is for this node"),
+                      (["--hosts", "a", "--wait", "x"], "--wait")]:
+        r = probe(*args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+        assert "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, "-m", "denpex_tui", "watch", "--hosts=n1,-x"],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 2 and "not a host name" in r.stderr

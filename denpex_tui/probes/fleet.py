@@ -450,9 +450,15 @@ class Fleet:
             n["system"] = ({"files_open": s.system_files_open, "files_max": s.system_files_max}
                            if s else None)
             n["time"] = iso_time(s.time) if s else None
+        res = self.skew.resolution()
+        offs = [o.offset_s for o in self.skew.offsets().values()]
         d["clock"] = {"offsets": self.skew.to_json(),
+                      "spread_s": round(max(offs) - min(offs), 4) if offs else None,
+                      "order_uncertain_below_s": None if res is None else round(res, 4),
                       "note": "offset_s: head clock minus node clock, the minimum over samples of "
-                              "receive time minus the node's send time"}
+                              "receive time minus the node's send time; failures on two nodes "
+                              "closer than order_uncertain_below_s (after correcting by the "
+                              "offsets) cannot be ordered by their timestamps"}
         return d
 
     def source(self, node: str) -> StreamSource | None:

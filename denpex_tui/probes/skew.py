@@ -105,6 +105,15 @@ class SkewEstimator:
             why += "; the nodes' own timestamps give the other order"
         return Ordering(first, gap, False, why)
 
+    def resolution(self) -> float | None:
+        """Failures on two nodes closer together than this cannot be ordered by their
+        timestamps (the two largest uncertainties; None: some node has one sample only)."""
+        us = sorted((o.uncertainty_s for o in self.offsets().values()), reverse=True)
+        if len(us) < 2:
+            return 0.0 if us and not math.isinf(us[0]) else None
+        r = us[0] + us[1]
+        return None if math.isinf(r) else r
+
     def to_json(self) -> dict:
         return {n: o.to_json() for n, o in sorted(self.offsets().items())}
 

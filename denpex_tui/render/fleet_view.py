@@ -42,6 +42,12 @@ def build_fleet_lines(fleet) -> list[Line]:
         lines.append([(f"  {safe(n['node'], 60):<16}", "key"),
                       (f"{n['status']:<13}", STATUS_STYLE.get(n["status"], "")),
                       (safe(n["detail"], 200), "dim"), (off, "dim")])
+    res = fleet.skew.resolution()
+    if fleet.skew.offsets():
+        lines.append([("  clocks: ", "dim"),
+                      ("failures on two nodes closer than "
+                       f"{res * 1000:.0f} ms cannot be ordered by their timestamps" if res is not None
+                       else "too few samples to bound the nodes' clock offsets", "dim")])
     order = sorted(fleet.nodes.values(), key=lambda st: -node_worst(st.source.snapshot()))
     for st in order:
         snap = st.source.snapshot()

@@ -19,6 +19,7 @@ __all__ = ["Gauges", "level"]
 
 NEAR, FULL = 80.0, 95.0
 MAX_PROCS = 16
+MAX_NODES = 16  # with every node of the job: the worst 16 in full, the others counted
 
 
 def level(used_pct: float | None) -> tuple[str, str, str]:
@@ -104,7 +105,8 @@ class Gauges(Static):
         if getattr(snap, "nodes", None) is not None:  # every node of the job: grouped, worst first
             from ..remote import group_by_node
 
-            for node, st, paths, procs in group_by_node(snap):
+            groups = group_by_node(snap)
+            for node, st, paths, procs in groups[:MAX_NODES]:
                 status = (st or {}).get("status", "?")
                 cls = "gauges--ok" if status == "ok" else "gauges--crit" if status in (
                     "no-answer", "exited", "other-schema", "garbage") else "gauges--warn"
@@ -115,6 +117,14 @@ class Gauges(Static):
                     self._path(t, pr, width)
                 for p in sorted(procs, key=lambda p: -(p.fd_used_pct or 0.0))[:MAX_PROCS]:
                     self._proc(t, p, width)
+            if len(groups) > MAX_NODES:
+                rest = {}
+                for _n, st, _p, _q in groups[MAX_NODES:]:
+                    k = (st or {}).get("status", "?")
+                    rest[k] = rest.get(k, 0) + 1
+                t.append(f"… {len(groups) - MAX_NODES} more nodes, further from their limits ("
+                         + ", ".join(f"{v} {k}" for k, v in sorted(rest.items())) + ")\n",
+                         style=self._s("gauges--dim"))
             t.rstrip()
             return t
         for pr in snap.paths:
