@@ -99,3 +99,33 @@ def test_group_by_node_puts_a_dead_node_then_the_fullest_first():
     s.nodes = [{"node": "a", "status": "ok"}, {"node": "b", "status": "ok"},
                {"node": "c", "status": "ok"}, {"node": "d", "status": "no-answer"}]
     assert [g[0] for g in group_by_node(s)] == ["d", "b", "a", "c"]
+
+
+def test_skew_note_on_a_real_four_node_incident():
+    """The corpus's DeepSpeed run on node0-3: rank 2 (node2) hits ENOSPC one second before the
+    others' collateral errors. With the nodes' clocks agreeing there is nothing to say; when
+    node2's clock is 2 s behind, the order reverses; within the clocks' spread it is uncertain."""
+    from denpex_tui.core.scan import scan_paths
+    from denpex_tui.probes.skew import SkewEstimator
+
+    corpus = "/work/shared/corpus/deepspeed_enospc_checkpoint"
+    if not os.path.isdir(corpus):
+        pytest.skip("the shared corpus is not on this machine")
+    inc = scan_paths([corpus]).incidents[0]
+    assert (inc.initiating.rank, inc.initiating.node) == (2, "node2")
+    from denpex_tui.app.remote import skew_note
+
+    def offsets(behind: dict[str, float], jitter: float):
+        sk = SkewEstimator()
+        for i in range(10):
+            for n in ("node0", "node1", "node2", "node3"):
+                d = 0.002 + (jitter if i % 2 else 0.0)
+                sk.sample(n, 1000.0 + i, 1000.0 + i + behind.get(n, 0.0) + d)
+        return sk.offsets()
+
+    assert skew_note(inc, offsets({}, 0.001)) is None
+    note = skew_note(inc, offsets({"node2": 2.0}, 0.001))
+    assert note and "failed before rank 2 on node2" in note
+    note = skew_note(inc, offsets({"node2": 0.5}, 0.8))
+    assert note and "uncertain" in note
+    assert skew_note(inc, {}) is None

@@ -30,7 +30,7 @@ from .feed import feed
 from .messages import EngineBatch, EngineDone, FixReady, Measured, ProbeUpdate
 from .model import WatchState
 from .probing import ProbeLoop
-from .remote import RemoteProbeLoop, rank_processes
+from .remote import RemoteProbeLoop, rank_processes, skew_note
 from .theming import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from .widgets.findings import FindingList
 from .widgets.fixpanel import FixPanel
@@ -99,6 +99,7 @@ class DenpexApp(WatchActions, App):
         if options.probe_specs:
             self.probe = RemoteProbeLoop(options.probe_specs)
         self._rank_procs: dict = {}
+        self._skew_note: str | None = None
         self.started = options.clock()
         self.pane = "log"
         self.engine_done = False
@@ -288,6 +289,10 @@ class DenpexApp(WatchActions, App):
         g = self.query_one(Gauges)
         g.show(msg.snapshot, msg.path_trends, msg.proc_trends)
         self._rank_procs = rank_processes(msg.snapshot)
+        note = skew_note(self.state.incident, getattr(msg.snapshot, "offsets", None))
+        if note and note != self._skew_note:
+            self._skew_note = note
+            self.notify(note, title="clocks", severity="warning", timeout=15)
         alert = g.critical_count()
         self._gauge_alert = f"✖ {alert} gauge{'s' if alert > 1 else ''} critical (5)" if alert else ""
         self._refresh()

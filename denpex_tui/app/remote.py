@@ -18,11 +18,14 @@ from typing import Any, Callable
 
 from denpex_tui.probes.differential import differential, differential_kind, metrics_for
 from denpex_tui.probes.readings import ProcessReading, Snapshot
+from denpex_tui.probes.skew import compare
 from denpex_tui.probes.trends import TrendTracker
 
 from .messages import Measured, ProbeUpdate
 
-__all__ = ["RemoteProbeLoop", "group_by_node", "rank_processes", "pick_node"]
+__all__ = ["RemoteProbeLoop", "group_by_node", "rank_processes", "pick_node", "skew_note"]
+
+MAX_COMPARED = 32  # the earliest findings of other nodes compared with the initiating one
 
 
 def _worst(paths, procs) -> float:
@@ -78,6 +81,41 @@ def pick_node(fleet, node: str | None, rank: int | None) -> str | None:
             snap = st.source.snapshot()
             if snap is not None and any(p.rank == rank for p in snap.processes):
                 return n
+    return None
+
+
+def _match(node: str | None, names) -> str | None:
+    if not node:
+        return None
+    if node in names:
+        return node
+    short = node.split(".")[0]
+    return next((n for n in names if n.split(".")[0] == short), None)
+
+
+def skew_note(incident, offsets: dict | None) -> str | None:
+    """A warning when the initiating rank's lead over a failure on another node is within the
+    nodes' clock uncertainty, or when correcting the clocks reverses the order; else None."""
+    if not offsets or incident is None or incident.initiating is None:
+        return None
+    a = incident.initiating
+    na = _match(a.node, offsets)
+    if na is None or a.time is None or a.time_approx:
+        return None
+    others = sorted((f for f in list(incident.same_cause) + list(incident.collateral)
+                     if f.time is not None and not f.time_approx and f.node),
+                    key=lambda f: f.time)[:MAX_COMPARED]
+    for f in others:
+        nb = _match(f.node, offsets)
+        if nb is None or nb == na:
+            continue
+        o = compare(offsets, na, a.time.timestamp(), nb, f.time.timestamp())
+        who = f"rank {a.rank} on {na} and rank {f.rank} on {nb}"
+        if o.uncertain:
+            return f"clock skew: {who} failed {o.reason}: which failed first is uncertain"
+        if o.first != na:
+            return (f"clock skew: after correcting the clocks rank {f.rank} on {nb} failed "
+                    f"before rank {a.rank} on {na} ({o.reason})")
     return None
 
 
@@ -144,6 +182,7 @@ class RemoteProbeLoop:
     def update(fleet, trends: dict[str, TrendTracker]) -> ProbeUpdate:
         snap = fleet.merged()
         snap.nodes = fleet.node_json()  # type: ignore[attr-defined]
+        snap.offsets = fleet.skew.offsets()  # type: ignore[attr-defined]  # a copy, for the UI thread
         path_trends, proc_trends = {}, {}
         for n, tr in trends.items():
             path_trends.update({(n, t.path): t for t in tr.path_trends()})

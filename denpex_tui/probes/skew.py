@@ -81,41 +81,51 @@ class SkewEstimator:
 
     def compare(self, node_a: str, t_a: float, node_b: str, t_b: float) -> Ordering:
         """Which of two events, each stamped by its own node's clock, happened first."""
-        oa, ob = self.offset(node_a), self.offset(node_b)
-        if node_a == node_b:
-            first = node_a if t_a <= t_b else node_b
-            return Ordering(first, abs(t_b - t_a), False, "same node: same clock")
-        if oa is None or ob is None:
-            missing = node_a if oa is None else node_b
-            return Ordering(None, abs(t_b - t_a), True,
-                            f"no clock sample from {missing} yet: its offset is unknown")
-        ha, hb = t_a + oa.offset_s, t_b + ob.offset_s
-        margin = oa.uncertainty_s + ob.uncertainty_s
-        gap = abs(hb - ha)
-        first = node_a if ha <= hb else node_b
-        if math.isinf(margin):
-            return Ordering(None, gap, True, "one clock sample only: the offset's spread is unknown")
-        if gap <= margin:
-            return Ordering(None, gap, True,
-                            f"{gap * 1000:.0f} ms apart after correcting the clocks, within their "
-                            f"uncertainty of {margin * 1000:.0f} ms")
-        raw_first = node_a if t_a <= t_b else node_b
-        why = f"{gap * 1000:.0f} ms apart on the head's clock (uncertainty {margin * 1000:.0f} ms)"
-        if raw_first != first:
-            why += "; the nodes' own timestamps give the other order"
-        return Ordering(first, gap, False, why)
-
-    def resolution(self) -> float | None:
-        """Failures on two nodes closer together than this cannot be ordered by their
-        timestamps (the two largest uncertainties; None: some node has one sample only)."""
-        us = sorted((o.uncertainty_s for o in self.offsets().values()), reverse=True)
-        if len(us) < 2:
-            return 0.0 if us and not math.isinf(us[0]) else None
-        r = us[0] + us[1]
-        return None if math.isinf(r) else r
+        return compare(self.offsets(), node_a, t_a, node_b, t_b)
 
     def to_json(self) -> dict:
         return {n: o.to_json() for n, o in sorted(self.offsets().items())}
 
+    def resolution(self) -> float | None:
+        return resolution(self.offsets())
 
-__all__ = ["SkewEstimator", "NodeOffset", "Ordering"]
+
+def resolution(offsets: dict[str, NodeOffset]) -> float | None:
+    """Failures on two nodes closer together than this cannot be ordered by their timestamps
+    (the two largest uncertainties; None: some node has one sample only)."""
+    us = sorted((o.uncertainty_s for o in offsets.values()), reverse=True)
+    if len(us) < 2:
+        return 0.0 if us and not math.isinf(us[0]) else None
+    r = us[0] + us[1]
+    return None if math.isinf(r) else r
+
+
+def compare(offsets: dict[str, NodeOffset], node_a: str, t_a: float, node_b: str,
+            t_b: float) -> Ordering:
+    """``SkewEstimator.compare`` on a copy of its offsets (safe to use from another thread)."""
+    oa, ob = offsets.get(node_a), offsets.get(node_b)
+    if node_a == node_b:
+        first = node_a if t_a <= t_b else node_b
+        return Ordering(first, abs(t_b - t_a), False, "same node: same clock")
+    if oa is None or ob is None:
+        missing = node_a if oa is None else node_b
+        return Ordering(None, abs(t_b - t_a), True,
+                        f"no clock sample from {missing} yet: its offset is unknown")
+    ha, hb = t_a + oa.offset_s, t_b + ob.offset_s
+    margin = oa.uncertainty_s + ob.uncertainty_s
+    gap = abs(hb - ha)
+    first = node_a if ha <= hb else node_b
+    if math.isinf(margin):
+        return Ordering(None, gap, True, "one clock sample only: the offset's spread is unknown")
+    if gap <= margin:
+        return Ordering(None, gap, True,
+                        f"{gap * 1000:.0f} ms apart after correcting the clocks, within their "
+                        f"uncertainty of {margin * 1000:.0f} ms")
+    raw_first = node_a if t_a <= t_b else node_b
+    why = f"{gap * 1000:.0f} ms apart on the head's clock (uncertainty {margin * 1000:.0f} ms)"
+    if raw_first != first:
+        why += "; the nodes' own timestamps give the other order"
+    return Ordering(first, gap, False, why)
+
+
+__all__ = ["SkewEstimator", "NodeOffset", "Ordering", "compare", "resolution"]
