@@ -177,6 +177,8 @@ class LocalSlurm:
     def job(self, nodes: int | None = None) -> str:
         """A running job holding every node (a sleeping batch script), for srun --overlap."""
         n = nodes or len(self.nodes)
+        for old in self.jobs:  # one test's job at a time: the nodes have 2 cores each
+            self.run("scancel", old)
         r = self.run("sbatch", "--parsable", f"--nodes={n}", "--ntasks-per-node=1", "-o", "/dev/null",
                      "--wrap", "sleep 900")
         assert r.returncode == 0, r.stderr

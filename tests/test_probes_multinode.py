@@ -192,6 +192,28 @@ def test_probe_slurm_job_runs_one_real_step_over_every_node(slurm):
     assert {p["node"] for p in d["paths"]} == {"n1", "n2", "n3"}
 
 
+def test_slurm_job_output_files_are_the_logs_watch_follows(slurm):
+    out = os.path.join(slurm.root, "train-%j.out")
+    r = slurm.run("sbatch", "--parsable", "--nodes=1", "-o", out, "--wrap", "echo step 1; sleep 900")
+    assert r.returncode == 0, r.stderr
+    job = r.stdout.strip().split(";")[0]
+    slurm.jobs.append(job)
+    from denpex_tui.probes.transports import slurm_job_output
+
+    want = out.replace("%j", job)
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = slurm.conf
+    try:
+        wait_for(lambda: os.path.exists(want), 60, "the job's output file")
+        assert slurm_job_output(job) == [want]
+    finally:
+        slurm.run("scancel", job)
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old
+
+
 def test_slurm_node_whose_task_dies_is_retried_alone(slurm, fleet_of):
     job = slurm.job()
     nodes = (slurm.nodes, "n[1-3]", "RUNNING")

@@ -68,6 +68,14 @@ def run(args, cfg) -> int:
                                   kwargs=dict(realtime=True, speed=max(0.05, args.demo_speed), stop=stop))
         notice = (f"demo: an 8-rank job is being written to {tmp.name} in real time; "
                   "rank 5 will fill its disk at step 100")
+    elif not paths and not args.exec_cmds and specs and args.slurm_job:
+        from denpex_tui.probes.transports import slurm_job_output
+
+        paths = slurm_job_output(args.slurm_job)  # the job's StdOut/StdErr files
+        if not paths:
+            print(f"denpex watch: job {args.slurm_job}'s output files are not readable here; "
+                  "give the logs: denpex watch PATH --slurm-job J", file=sys.stderr)
+            return 2
     elif not paths and not args.exec_cmds:
         from .discover import discover_logs
 

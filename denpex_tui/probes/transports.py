@@ -123,6 +123,21 @@ def slurm_job_nodes(job: str, timeout: float = 20.0) -> tuple[list[str], str, st
     return names, compact, st
 
 
+def slurm_job_output(job: str, timeout: float = 20.0) -> list[str]:
+    """The job's own output files (``StdOut=``/``StdErr=`` of ``scontrol show job``) that exist
+    here: the logs ``watch --slurm-job J`` follows when given no PATH."""
+    import os
+
+    job = check_jobid(job)
+    text = _run(["scontrol", "show", "job", job], timeout)
+    out = []
+    for key in ("StdOut", "StdErr"):
+        m = re.search(rf"(?:^|\s){key}=(\S+)", text)
+        if m and os.path.isabs(m.group(1)) and os.path.isfile(m.group(1)):
+            out.append(m.group(1))
+    return list(dict.fromkeys(out))
+
+
 def slurm_one_node(job: str, node: str, remote: list[str] | None = None) -> ChannelSpec:
     return ChannelSpec(f"srun {node}", ["srun", "--jobid", job, "--overlap", "--nodes=1",
                                         "--ntasks=1", "--ntasks-per-node=1", f"--nodelist={node}",
@@ -144,4 +159,4 @@ def slurm_channels(job: str, template: str | None = None, *, remote: list[str] |
 
 __all__ = ["ChannelSpec", "TransportError", "parse_hosts", "template_channels", "ssh_channels",
            "kubectl_channels", "slurm_channels", "slurm_job_nodes", "slurm_one_node",
-           "check_jobid", "SSH_TEMPLATE", "KUBECTL_TEMPLATE", "REMOTE"]
+           "slurm_job_output", "check_jobid", "SSH_TEMPLATE", "KUBECTL_TEMPLATE", "REMOTE"]
