@@ -21,15 +21,14 @@ import json
 import os
 import re
 import selectors
-import signal
 import socket
-import subprocess
 import time
 from collections import deque
 from dataclasses import dataclass, field
 
 from denpex_tui.core.text import safe_str
 
+from .channel import Channel
 from .readings import SCHEMA, Snapshot, iso_time
 from .skew import SkewEstimator
 from .source import StreamSource
@@ -57,7 +56,7 @@ def _complete(buf: bytearray) -> bool:
 class NodeState:
     node: str
     source: StreamSource
-    channel: "_Channel | None" = None
+    channel: "Channel | None" = None
     started_at: float | None = None  # monotonic, this attempt
     last_snapshot_at: float | None = None  # monotonic
     snapshots_this_run: int = 0
@@ -70,53 +69,6 @@ class NodeState:
     retry_at: float | None = None  # monotonic
     alone: bool = False  # retried with its own one-node channel (out of a labelled step)
     stderr: deque = field(default_factory=lambda: deque(maxlen=3))
-
-
-class _Channel:
-    def __init__(self, spec: ChannelSpec, sel: selectors.BaseSelector) -> None:
-        self.spec = spec
-        self.out = bytearray()
-        self.err = bytearray()
-        self.skipping = False  # inside a line longer than MAX_LINE
-        self.pending: dict[int, bytearray] = {}  # srun --label: a task's line so far
-        self.proc = subprocess.Popen(
-            spec.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, env=spec.env, close_fds=True)
-        self.sel = sel
-        for f, kind in ((self.proc.stdout, "out"), (self.proc.stderr, "err")):
-            os.set_blocking(f.fileno(), False)
-            sel.register(f, selectors.EVENT_READ, (self, kind))
-        self.open_pipes = 2
-
-    def close_pipe(self, f) -> None:
-        try:
-            self.sel.unregister(f)
-        except (KeyError, ValueError):
-            pass
-        f.close()
-        self.open_pipes -= 1
-
-    def kill(self) -> None:
-        for f in (self.proc.stdout, self.proc.stderr):
-            if not f.closed:
-                self.close_pipe(f)
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)  # the session we started: ssh/srun and theirs
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                self.proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                self.proc.wait()
-
-    @property
-    def finished(self) -> bool:
-        return self.open_pipes == 0 and self.proc.poll() is not None
 
 
 class Fleet:
@@ -132,8 +84,9 @@ class Fleet:
         self.sel = selectors.DefaultSelector()
         self.nodes: dict[str, NodeState] = {}
         self._owner: dict[str, ChannelSpec] = {}
-        self.channels: list[_Channel] = []
+        self.channels: list[Channel] = []
         self.lines_read = 0
+        self.stray_lines = 0  # lines of a labelled step without a task label
         self._frozen: dict[str, tuple[str, str]] | None = None
         self._frozen_at: float | None = None
         for spec in specs:
@@ -150,7 +103,7 @@ class Fleet:
     def _start(self, spec: ChannelSpec, nodes: list[str]) -> None:
         now = self.clock()
         try:
-            ch = _Channel(spec, self.sel)
+            ch = Channel(spec, self.sel)
         except OSError as e:  # the transport tool is missing or not executable
             for n in nodes:
                 self._ended(self.nodes[n], "no-answer", f"cannot start {spec.argv[0]}: {e.strerror or e}")
@@ -194,6 +147,8 @@ class Fleet:
         for key, _mask in events:
             ch, kind = key.data
             f = key.fileobj
+            if f.closed:  # its channel was ended by an earlier line of this round
+                continue
             try:
                 data = os.read(f.fileno(), 1 << 16)
             except BlockingIOError:
@@ -210,7 +165,7 @@ class Fleet:
                 self._stderr(ch, data)
         self._reap_and_deadlines()
 
-    def _stdout(self, ch: _Channel, data: bytes, received: float) -> None:
+    def _stdout(self, ch: Channel, data: bytes, received: float) -> None:
         buf = ch.out
         buf += data
         while True:
@@ -229,19 +184,20 @@ class Fleet:
                 continue
             self._line(ch, line, received)
 
-    def _eof(self, ch: _Channel, kind: str) -> None:
+    def _eof(self, ch: Channel, kind: str) -> None:
         if kind == "out" and ch.out.strip():
             # the stream ended inside a line: the node died while writing it
             self._garbage_for(ch, bytes(ch.out[:80]), "a truncated last line")
             del ch.out[:]
 
-    def _line(self, ch: _Channel, line: bytes, received: float) -> None:
+    def _line(self, ch: Channel, line: bytes, received: float) -> None:
         self.lines_read += 1
         node = ch.spec.nodes[0]
         if ch.spec.labelled:
             m = _LABEL.match(line)
             if m is None or int(m.group(1)) >= len(ch.spec.nodes):
-                return self._garbage_for(ch, line, "a line without an srun task label")
+                self.stray_lines += 1  # srun's own words on stdout: no node to blame
+                return
             task, part = int(m.group(1)), m.group(2)
             node = ch.spec.nodes[task]
             # srun cuts a task's output into chunks of 1024 bytes, each with its label: a full
@@ -251,7 +207,7 @@ class Fleet:
             if len(part) >= SRUN_CHUNK and not _complete(pending):
                 if len(pending) > MAX_LINE:
                     del pending[:]
-                    return self._garbage_for(ch, b"", f"a line longer than {MAX_LINE} bytes")
+                    return self._garbage_for(ch, b"", f"a line longer than {MAX_LINE} bytes", node)
                 return
             line = bytes(pending)
             del pending[:]
@@ -276,19 +232,22 @@ class Fleet:
         st.retries = 0
         st.ended = st.ended_kind = None
 
-    def _garbage_for(self, ch: _Channel, line: bytes, why: str) -> None:
-        for n in ch.spec.nodes if ch.spec.labelled else ch.spec.nodes[:1]:
-            st = self.nodes[n]
-            if st.channel is ch:
-                st.garbage_since_good += 1
-                st.source.garbage += 1
-                if st.first_garbage is None:
-                    st.first_garbage = why + (f": {safe_str(line.decode('utf-8', 'replace'))[:80]}"
-                                              if line else "")
-                if ch.spec.labelled:
-                    return  # an unlabelled line cannot be blamed on one node: count it once
+    def _garbage_for(self, ch: Channel, line: bytes, why: str, node: str | None = None) -> None:
+        """A bad line of one node (``node``, else the channel's only node)."""
+        if node is None:
+            if ch.spec.labelled:
+                self.stray_lines += 1
+                return
+            node = ch.spec.nodes[0]
+        st = self.nodes[node]
+        if st.channel is ch:
+            st.garbage_since_good += 1
+            st.source.garbage += 1
+            if st.first_garbage is None:
+                st.first_garbage = why + (f": {safe_str(line.decode('utf-8', 'replace'))[:80]}"
+                                          if line else "")
 
-    def _stderr(self, ch: _Channel, data: bytes) -> None:
+    def _stderr(self, ch: Channel, data: bytes) -> None:
         ch.err += data
         *lines, rest = bytes(ch.err).split(b"\n")
         ch.err[:] = rest[-4096:]
@@ -317,8 +276,12 @@ class Fleet:
 
     def _reap_and_deadlines(self) -> None:
         now = self.clock()
+        by_channel: dict[int, list[NodeState]] = {}
+        for s in self.nodes.values():
+            if s.channel is not None:
+                by_channel.setdefault(id(s.channel), []).append(s)
         for ch in list(self.channels):
-            users = [s for s in self.nodes.values() if s.channel is ch]
+            users = [s for s in by_channel.get(id(ch), ()) if s.channel is ch]
             if ch.proc.poll() is not None and (ch.open_pipes == 0 or not users):
                 for f in (ch.proc.stdout, ch.proc.stderr):
                     if not f.closed:  # drain what the pipe still holds
@@ -331,7 +294,7 @@ class Fleet:
                         self._eof(ch, "out" if f is ch.proc.stdout else "err")
                         ch.close_pipe(f)
                 rc = ch.proc.returncode
-                for st in [s for s in self.nodes.values() if s.channel is ch]:
+                for st in [s for s in users if s.channel is ch]:
                     tail = "; ".join(st.stderr) or "no message"
                     if st.snapshots_this_run:
                         self._ended(st, "exited", f"died mid-stream (exit {rc}: {tail})")
@@ -356,7 +319,7 @@ class Fleet:
                     st.alone = ch.spec.labelled and ch.spec.retry_one is not None
                     self._kill_for(st, "late", f"silent for {now - st.last_snapshot_at:.0f} s "
                                                "after streaming; restarted")
-            if ch.spec.labelled and all(s.channel is not ch for s in self.nodes.values()):
+            if ch.spec.labelled and all(s.channel is not ch for s in users):
                 ch.kill()
                 if ch in self.channels:
                     self.channels.remove(ch)
