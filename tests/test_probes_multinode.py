@@ -240,3 +240,17 @@ def test_slurm_node_whose_task_dies_is_retried_alone(slurm, fleet_of):
     assert "exit code 3" in fleet.nodes["n2"].ended and fleet.nodes["n2"].ended_kind == "exited"
     assert fleet.nodes["n1"].channel.spec.labelled  # the others stay on the shared step
     run_until(fleet, lambda: fleet.nodes["n2"].source.snapshots >= 3, 60, "n2 streaming again")
+
+
+def test_probe_hosts_human_view_names_each_node_and_escapes_what_nodes_send():
+    # n1 streams; "evil" answers with an ssh-like error carrying escape sequences
+    tpl = ("sh -c 'if [ \"$0\" = n1 ]; then exec " + DENPEX + " probe --stream --json --interval 0.3; "
+           "else printf \"ssh: \\033]0;owned\\007\\033[2J host %s unreachable\\n\" \"$0\" >&2; exit 255; fi' {host}")
+    r = subprocess.run([DENPEX, "probe", "--hosts", "n1,evil", "--probe-cmd", tpl, "--wait", "20"],
+                       capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "\x1b" not in out and "\x07" not in out
+    assert "n1" in out and "== node n1" in out and "/dev/shm" in out
+    line = [ln for ln in out.splitlines() if ln.strip().startswith("evil")][0]
+    assert "no-answer" in line and "\\x1b]0;owned" in line and "unreachable" in line
