@@ -242,3 +242,9 @@ def test_cli_bad_remote_input_is_one_line_exit_2():
     r = subprocess.run([sys.executable, "-m", "denpex_tui", "watch", "--hosts=n1,-x"],
                        capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 2 and "not a host name" in r.stderr
+
+
+def test_watch_refuses_local_probe_options_with_remote_nodes():
+    r = subprocess.run([sys.executable, "-m", "denpex_tui", "watch", "/tmp", "--hosts", "n1", "--pid", "1"],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 2 and "--probe-cmd" in r.stderr and len(r.stderr.splitlines()) == 1

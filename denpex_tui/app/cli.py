@@ -52,6 +52,10 @@ def run(args, cfg) -> int:
         except TransportError as e:
             print(f"denpex watch: {e}", file=sys.stderr)
             return 2
+        if args.pids or args.probe_paths:
+            print("denpex watch: --pid and --path measure this node; for the job's nodes put them "
+                  "in --probe-cmd (it runs their denpex probe)", file=sys.stderr)
+            return 2
     watch_cfg = cfg.get("watch", {}) if cfg else {}
     sig_dirs = list(watch_cfg.get("signatures", [])) + list(args.signatures or [])
     paths = list(args.paths)
