@@ -20,6 +20,8 @@ from datetime import datetime
 from .catalog import Catalog
 from .detect import signal_name
 from .model import FailureEntry, Finding, Incident, LastLine, iso
+from .ranks import rank_entry as _entry
+from .ranks import rank_ranges
 
 __all__ = ["hang_incident", "launcher_incident", "agent_terminated", "exit_meaning"]
 
@@ -157,7 +159,6 @@ def launcher_incident(attempt: int, pool: list[Finding], fentries: list[FailureE
     if not ranked:
         if not pool:
             return None
-        from .triage import _entry  # local: shared helper
 
         return Incident(attempt, None, [_entry(f, [f]) for f in pool[:50]], [], None, "low",
                         ["only launcher reports name a failure, and they name no rank"],
@@ -212,8 +213,6 @@ def _one_per_rank(fs: list[Finding]) -> list[Finding]:
 
 
 def _ranges(rs) -> str:
-    from .triage import rank_ranges
-
     return rank_ranges(rs)
 
 
@@ -229,7 +228,6 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
         claims.sort(key=lambda c: c[0] if c[0] is not None else float("inf"))
         t, rank, sname, code, src, text = claims[0]
         init = _killed_finding(attempt, rank, sname, src, catalog, text, code)
-        from .triage import _entry
 
         collateral = []
         seen = set()
@@ -249,7 +247,6 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
         # Every rank here reports its peer gone (closed, reset, a remote error), none timed out
         # waiting: the rank that failed first died; its own output is not in these logs.
         first = min(coll, key=lambda f: (_ts(f.time) if f.time else float("inf"), f.source_order, f.text_line))
-        from .triage import _entry
 
         init = _entry(first, [x for x in coll if x.rank == first.rank])
         evidence.append(
@@ -265,7 +262,6 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
     if not missing and not stalls and set(ranks_seen) <= timed_out and len(timed_out - {None}) <= 1 and coll:
         # Only the rank(s) that timed out are in these logs: the one that stalled is not.
         first = min(coll, key=lambda f: (_ts(f.time) if f.time else float("inf"), f.source_order, f.text_line))
-        from .triage import _entry
 
         init = _entry(first, [x for x in coll if x.rank == first.rank])
         evidence.append(
@@ -330,7 +326,6 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
             node_key=ll.node_key if ll else None, attempt=attempt, time=ll.time if ll else None,
             extra={"silent_since": iso(ll.time) if ll else None},
         )
-    from .triage import _entry
 
     by_rank: dict = {}
     for f in coll:

@@ -42,6 +42,8 @@ from .hang import agent_terminated, hang_incident, launcher_incident
 from .job import JobState
 from .matcher import tier_of
 from .model import Finding, Incident, iso
+from .ranks import rank_entry as _entry
+from .ranks import rank_ranges
 
 __all__ = ["triage", "rank_ranges", "WARNING_WINDOW", "consequence_of", "EPISODE", "SAME_CAUSE_WINDOW"]
 
@@ -61,23 +63,6 @@ _BLAMES = re.compile(
     r"Ranks? (?P<ranks>\d{1,7}(?:, ?\d{1,7})*) failed to pass monitoredBarrier"
     r"|[Pp]lease check rank (?P<ranks2>\d{1,7}) logs? for (?:the )?faulty rank"
 )
-
-
-def rank_ranges(ranks) -> str:
-    """[0,1,2,5,7,8] -> '0-2,5,7-8'"""
-    rs = sorted({r for r in ranks if r is not None})
-    if not rs:
-        return ""
-    out = []
-    start = prev = rs[0]
-    for r in rs[1:]:
-        if r == prev + 1:
-            prev = r
-            continue
-        out.append(f"{start}-{prev}" if prev > start else str(start))
-        start = prev = r
-    out.append(f"{start}-{prev}" if prev > start else str(start))
-    return ",".join(out)
 
 
 def consequence_of(text: str) -> str | None:
@@ -185,12 +170,6 @@ def triage(
         incidents.append(inc)
     incidents.sort(key=lambda i: (i.attempt, order.key(i.initiating) if i.initiating else (float("inf"),)))
     return incidents
-
-
-def _entry(first: Finding, lst: list[Finding]) -> Finding:
-    entry = Finding(**{**first.__dict__})
-    entry.count = sum(f.count for f in lst)
-    return entry
 
 
 def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, catalog, stalls, order: _Order,
