@@ -26,7 +26,7 @@ from .ranks import rank_ranges
 __all__ = ["hang_incident", "launcher_incident", "agent_terminated", "exit_meaning"]
 
 _D2 = re.compile(r"work sequence id: (\d+).*?last enqueued work: (\d+), last completed work: (\d+)")
-_LAUNCHER_PREFIXES = ("mpirun.", "horovod.process-")
+_LAUNCHER_PREFIXES = ("mpirun.", "horovod.process-", "colossalai.launch")
 _TIMEOUT_KIND = re.compile(r"timeout|stuck|heartbeat|stalled|section|hang")
 _LAUNCHER_IDS = (
     "torchelastic.child-process-failed", "torchelastic.worker-signaled", "deepspeed.launcher-exit-code",

@@ -109,11 +109,25 @@ class _Order:
         return (w if w is not None else float("inf"), f.source_order, f.text_line)
 
 
+def _blamed_field(f: Finding) -> list[int]:
+    """The rank(s) a detector read as the faulty one (``blamed_rank``/``blamed_ranks``)."""
+    v = f.fields.get("blamed_ranks") or f.fields.get("blamed_rank")
+    if v is None:
+        return []
+    out = []
+    for x in re.split(r"[, ]+", str(v)):
+        if x.isdigit() and len(x) <= 7:
+            out.append(int(x))
+    return out
+
+
 def _effective(f: Finding, catalog: Catalog) -> tuple[str, str | None, list[int]]:
     """(role, why, blamed ranks) of one finding under rule 1."""
-    m = _BLAMES.search(f.text)
+    ranks = _blamed_field(f)
+    m = None if ranks else _BLAMES.search(f.text)
     if m:
         ranks = [int(x) for x in re.split(r", ?", m.group("ranks") or m.group("ranks2"))]
+    if ranks:
         if f.rank not in ranks:
             return "collateral", f"it names rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)} as the faulty one", ranks
     sig = catalog.get(f.signature)
