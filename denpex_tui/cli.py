@@ -55,7 +55,9 @@ def _setup_debug(target: str | None) -> None:
 
 
 def _json_out(obj) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    from denpex_tui.core.text import safe_json
+
+    sys.stdout.write(json.dumps(safe_json(obj), ensure_ascii=False) + "\n")
 
 
 # -- scan ---------------------------------------------------------------------------------
@@ -110,6 +112,7 @@ def cmd_scan(args, cfg) -> int:
 # -- explain ------------------------------------------------------------------------------
 
 
+
 def cmd_explain(args, cfg) -> int:
     from denpex_tui.core.explain import explain_text
 
@@ -154,9 +157,11 @@ def cmd_signatures(args, cfg) -> int:
                     problems.append(
                         _problem(s.path, "examples", f"line {'does not match' if e.match else 'matches'}: {e.line[:80]}")
                     )
+        from denpex_tui.core.text import safe_str
+
         for p in problems:
-            print(f"denpex: signatures: {p}", file=sys.stderr)
-        print(f"{len(sigs)} signature(s) valid, {len(problems)} problem(s) in {args.check}")
+            _err(f"signatures: {p}")
+        print(f"{len(sigs)} signature(s) valid, {len(problems)} problem(s) in {safe_str(args.check)}")
         return EXIT_ERROR if problems or not sigs else EXIT_OK
     sig_dirs = list(cfg.get("scan", {}).get("signatures", [])) + list(args.signatures or [])
     cat = load_catalog(sig_dirs)
@@ -340,8 +345,19 @@ def _guarded(fn) -> int:
         return EXIT_ERROR
 
 
+def _tolerant_streams() -> None:
+    """Text is escaped before it is written; an encoding that still cannot hold a character
+    (an ASCII locale) writes it as ``\\u2026`` instead of failing the command."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    _tolerant_streams()
     try:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `denpex scan ... | head` ends quietly
     except (AttributeError, ValueError):

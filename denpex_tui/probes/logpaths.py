@@ -28,6 +28,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
+from denpex_tui.core.text import safe_str
+from denpex_tui.core.units import MAX_ERRNO, log_int
+
 CHUNK = 1 << 20
 MAX_LINE = 64 * 1024
 MAX_FILES = 5000
@@ -136,12 +139,10 @@ _RANK_G = re.compile(r"\[rank(\d+)(?:/\d+)?\]")
 _RANK_DIST = re.compile(r"\[Rank (-?\d+)\]")
 _RANK_L = re.compile(r"^\s*(?:\S+: )?\[[A-Za-z_]*?(\d+)\]:")
 _STEP_DIR = re.compile(r"^(?:checkpoint[-_]\d+|global_step\d+|iter_\d+|step[-_]?\d+|epoch[-_=]?\d+.*)$")
-_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _clean(line: str, limit: int = 500) -> str:
-    s = _CTRL.sub(lambda m: "\\x%02x" % ord(m.group()), line.rstrip("\r\n"))
-    return s if len(s) <= limit else s[: limit - 3] + "..."
+    return safe_str(line.rstrip("\r\n"), limit)
 
 
 def _grp(m: re.Match, *names: str) -> str | None:
@@ -348,12 +349,12 @@ def _transform(raw: str, how: str) -> str | None:
 def _rank_of(line: str) -> tuple[int | None, int | None]:
     m = _RANK_G.search(line)
     if m:
-        return int(m.group(1)), None
+        return log_int(m.group(1)), None
     if _RANK_DIST.search(line):
         return None, None  # log_dist on rank 0 announces a save every rank makes
     m = _RANK_L.match(line)
     if m:
-        return None, int(m.group(1))
+        return None, log_int(m.group(1))
     return None, None
 
 
@@ -376,7 +377,7 @@ def scan_line(text: str, log: str, line_no: int, out: LogScan, *, want_saves: bo
                 found.append((d, raw, why, None))
 
     m = _OSERROR.search(text)
-    if m:
+    if m and log_int(m.group("e"), MAX_ERRNO) is not None:
         e = int(m.group("e"))
         raw = _grp(m, "q1", "q2")
         if raw:
@@ -388,7 +389,7 @@ def scan_line(text: str, log: str, line_no: int, out: LogScan, *, want_saves: bo
             out.errors.append(LogError(e, _ERRNO_SIG.get(e, "os.enospc"), _abs_named(raw, log),
                                        src, log, line_no))
     m = _AIO.search(text)
-    if m:
+    if m and log_int(m.group("e"), MAX_ERRNO) is not None:
         e = int(m.group("e"))
         raw = m.group("p")
         found.append((os.path.dirname(raw) or ".", raw,

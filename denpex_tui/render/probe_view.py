@@ -255,11 +255,11 @@ def render(snapshot: Snapshot, *, trends=None, differentials: Iterable = (),
         f.write(plain_text(lines))
         f.flush()
         return
-    from rich.console import Console
     from rich.text import Text
 
-    console = Console(file=f, force_terminal=True, highlight=False, markup=False,
-                      emoji=False, soft_wrap=True)
+    from denpex_tui.render.safe import safe_console
+
+    console = safe_console(f, force_terminal=True)
     for line in lines:
         t = Text()
         for text, style in line:
