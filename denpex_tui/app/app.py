@@ -19,6 +19,7 @@ from textual.widgets import Footer, Input, Static
 
 from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.model import Finding
+from denpex_tui.core.text import safe_str
 from denpex_tui.live.engine import Engine, FindingEvent, IncidentEvent, LinesEvent
 from denpex_tui.live.proctable import ProcessEvent
 from denpex_tui.live.sources import SourceEvent
@@ -163,6 +164,13 @@ class DenpexApp(WatchActions, App):
         self.set_interval(1.0, self._tick)
         self.theme_changed_signal.subscribe(self, lambda _t: self._refresh(force=True))
         self._refresh()
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information",  # type: ignore[override]
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every toast goes through core/text.py and is never parsed as markup: its text names
+        files, folders and pack commands ('[x=a:b]' in a title crashed the app)."""
+        super().notify(safe_str(message), title=safe_str(title), severity=severity,  # type: ignore[arg-type]
+                       timeout=timeout, markup=False)
 
     def on_unmount(self) -> None:
         self.engine.stop()

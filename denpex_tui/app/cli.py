@@ -93,13 +93,14 @@ def run(args, cfg) -> int:
         paths, notice = d.paths, d.message()
         args.pids = args.pids or []
     from denpex_tui.core.catalog import load_catalog
+    from denpex_tui.core.text import safe_str
 
     from .app import DenpexApp, WatchOptions
     from .feed import common_root
 
     catalog = load_catalog(sig_dirs)
     for p in catalog.problems:
-        print(f"denpex: signatures: {p}", file=sys.stderr)
+        print(f"denpex: signatures: {safe_str(p)}", file=sys.stderr)
     probe_paths = [os.path.abspath(p) for p in args.probe_paths]
     if args.demo:
         probe_paths.append(tmp.name)

@@ -35,7 +35,7 @@ _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|[{}]")
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 # What text.safe_line leaves where a control character was: such a value is not the real
 # path any more (and \ufffd means the bytes were not UTF-8): refuse rather than mislead.
-_ESCAPED = re.compile(r"\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|\ufffd")
+_ESCAPED = re.compile(r"\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|\\U[0-9a-f]{8}|\ufffd")
 
 
 class TemplateError(ValueError):

@@ -1063,8 +1063,9 @@ class SourceSpec:
 
 def expand_spec(text: str) -> SourceSpec:
     """Classify a path argument without touching the filesystem (except for ``dir``
-    vs ``file`` of an existing path, which is decided by the first poll instead)."""
-    if _has_magic(text):
+    vs ``file`` of an existing path, which is decided by the first poll instead). A path that
+    exists is that path even when its name holds ``[`` or ``*`` (as ``scan`` does)."""
+    if _has_magic(text) and not os.path.lexists(text):
         parts = text.split("/")
         root_parts: list[str] = []
         for p in parts:

@@ -23,6 +23,8 @@ import sys
 import threading
 import time
 
+from denpex_tui.core.text import safe_json, safe_str
+
 PROG = "denpex probe"
 MAX_DIFFERENTIALS = 4
 
@@ -62,7 +64,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _err(msg: str) -> int:
-    sys.stderr.write(f"{PROG}: {msg}\n".replace("\r", " "))
+    sys.stderr.write(f"{PROG}: {safe_str(msg)}\n")
     sys.stderr.flush()
     return 2
 
@@ -196,7 +198,7 @@ def _run(args: argparse.Namespace) -> int:
                     dict(d.to_json(), log=e.log, line=e.line_no, line_text=e.source_line)
                     for e, d in diffs
                 ]
-            sys.stdout.write(json.dumps(out) + "\n")
+            sys.stdout.write(json.dumps(safe_json(out), ensure_ascii=False) + "\n")
             sys.stdout.flush()
         else:
             from denpex_tui.render.probe_view import render
@@ -235,7 +237,7 @@ def _stream(prober, trends, logs, interval: float, count: int | None, follower_c
             trends.ingest(snap)
             out = snap.to_json()
             out["trends"] = trends.to_json()
-            sys.stdout.write(json.dumps(out) + "\n")
+            sys.stdout.write(json.dumps(safe_json(out), ensure_ascii=False) + "\n")
             sys.stdout.flush()
             n += 1
             if count is not None and n >= count:

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from denpex_tui.core.commands import render_command
+
 from .conditions import METRICS, parse_condition
 from .mounts import is_under
 from .readings import PathReading, ProcessReading, Snapshot, iso_time, pct
@@ -445,7 +447,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
                        where: str | None = None, source=None) -> list[Candidate]:
     out: list[Candidate] = []
     shm_path = path is not None and _is_shm_name(path)
-    target = path or (pr.path if pr else "<path>")
+    target = path or (pr.path if pr else None)
     if where is None:
         where = pr.measured_path if pr and pr.measured_path else target
     if pr is None or pr.error is not None:
@@ -454,7 +456,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
                              ("reserved", "ext4 reserved blocks"),
                              ("deleted-open", "deleted-but-open files")):
             out.append(Candidate(cause, title, UNKNOWN, f"the path could not be measured ({why})",
-                                 {"error": why}, f"df -h {where} ; df -i {where}"))
+                                 {"error": why}, _cmd("df -h {path} ; df -i {path}", path=where)))
     else:
         bf = pr.bytes_free_pct
         meas = {"bytes_free": pr.bytes_free, "bytes_total": pr.bytes_total,
@@ -468,7 +470,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
         else:
             v, ev = UNKNOWN, (f"{_gib(pr.bytes_free)} ({_p(bf)}) free: nearly full; one more "
                               "checkpoint may not fit")
-        out.append(Candidate("blocks", "blocks exhausted", v, ev, meas, f"df -h {where}"))
+        out.append(Candidate("blocks", "blocks exhausted", v, ev, meas, _cmd("df -h {path}", path=where)))
 
         ifp = pr.inodes_free_pct
         meas = {"inodes_free": pr.inodes_free, "inodes_total": pr.inodes_total,
@@ -481,7 +483,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
                                 else ""))
         else:
             v, ev = UNLIKELY, f"{pr.inodes_free} inodes ({_p(ifp)}) free"
-        out.append(Candidate("inodes", "inodes exhausted", v, ev, meas, f"df -i {where}"))
+        out.append(Candidate("inodes", "inodes exhausted", v, ev, meas, _cmd("df -i {path}", path=where)))
 
         rp = pr.bytes_reserved_pct
         uids = sorted({p.uid for p in _workers(snap, pid) if p.uid is not None})
@@ -500,8 +502,8 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
             v, ev = UNLIKELY, f"only {_p(rp)} reserved"
         else:
             v, ev = UNLIKELY, f"{_p(rp)} reserved, but {_p(bf)} is free for everyone"
-        chk = f"tune2fs -l $(findmnt -no SOURCE -T {where}) | grep -i reserved" \
-            if (pr.fstype or "").startswith("ext") else f"df -h {where}"
+        chk = _cmd("tune2fs -l $(findmnt -no SOURCE -T {path}) | grep -i reserved"
+                   if (pr.fstype or "").startswith("ext") else "df -h {path}", path=where)
         out.append(Candidate("reserved", "root-reserved blocks", v, ev, meas, chk))
 
         out.append(_deleted_candidate(pr, snap, pid, m, du, where, source))
@@ -509,7 +511,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
     # quota: statvfs cannot see it
     fstype = (pr.fstype if pr else None) or ""
     if fstype.startswith("lustre"):
-        qchk = f"lfs quota -h -u $USER {pr.mount if pr else where}"
+        qchk = _cmd("lfs quota -h -u $USER {dir}", dir=pr.mount if pr else where)
     elif fstype.startswith("gpfs"):
         qchk = "mmlsquota"
     elif fstype.startswith("beegfs"):
@@ -531,7 +533,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
             "lustre-ost", "one Lustre OST full", UNKNOWN,
             "a single full OST gives ENOSPC for files striped on it while the filesystem total "
             "shows free space; statvfs only sees the total",
-            {"fstype": fstype}, f"lfs df -h {pr.mount if pr else where}"))
+            {"fstype": fstype}, _cmd("lfs df -h {dir}", dir=pr.mount if pr else where)))
 
     # /dev/shm
     shm = snap.shm
@@ -608,7 +610,7 @@ def _deleted_candidate(pr: PathReading, snap: Snapshot, pid: int | None, m: dict
             f"; du not measured ({gap_reason})" if gap_reason else "")
     at = pr.mount if pr.mount and where == pr.measured_path else where
     return Candidate("deleted-open", "deleted-but-open files hold the space", v, ev, meas,
-                     f"lsof +L1 {at} ; du -sxh {at}")
+                     _cmd("lsof +L1 {dir} ; du -sxh {dir}", dir=at))
 
 
 def _emfile_candidates(snap: Snapshot, trends, pid: int | None, m: dict) -> list[Candidate]:
@@ -638,8 +640,8 @@ def _emfile_candidates(snap: Snapshot, trends, pid: int | None, m: dict) -> list
             ev += (f"; the soft limit can be raised to the hard limit {worst.fd_hard_limit} "
                    "without privileges (ulimit -n)")
     wp = (max(readable, key=lambda p: p.fd_used_pct or 0).pid if readable
-          else procs[0].pid if procs else "<pid>")
-    chk = f"ls /proc/{wp}/fd | wc -l ; grep 'Max open files' /proc/{wp}/limits"
+          else procs[0].pid if procs else None)
+    chk = _cmd("ls /proc/{pid}/fd | wc -l ; grep 'Max open files' /proc/{pid}/limits", pid=wp)
     out.append(Candidate("fd-limit", "per-process fd limit (RLIMIT_NOFILE) reached", v, ev,
                          {"processes": per}, chk))
 
@@ -666,7 +668,7 @@ def _emfile_candidates(snap: Snapshot, trends, pid: int | None, m: dict) -> list
                           "(run denpex probe --stream with --logs while training)")
     out.append(Candidate("fd-leak", "fd leak (fds opened and not closed per save)", v, ev,
                          {"fd_growth_per_save": _r(g)},
-                         f"ls -l /proc/{wp}/fd | awk '{{print $NF}}' | sort | uniq -c | sort -rn | head"))
+                         _cmd("ls -l /proc/{pid}/fd | awk '{{print $NF}}' | sort | uniq -c | sort -rn | head", pid=wp)))
 
     fo, fmx = snap.system_files_open, snap.system_files_max
     sp = pct(fo, fmx)
@@ -679,6 +681,12 @@ def _emfile_candidates(snap: Snapshot, trends, pid: int | None, m: dict) -> list
     out.append(Candidate("system-fd-table", "system-wide file table (ENFILE)", v, ev,
                          {"files_open": fo, "files_max": fmx}, "cat /proc/sys/fs/file-nr"))
     return out
+
+
+def _cmd(template: str, **values: object) -> str:
+    """A check command built by core/commands.py: each value quoted as one shell word, a value
+    that is missing or unsafe left as ``<name>``."""
+    return render_command("check", template, values).text
 
 
 def _r(v: float | None, nd: int = 3) -> float | None:

@@ -30,6 +30,8 @@ from typing import Iterable, Iterator
 
 from denpex_tui.core.detect import ErrnoDetector, errno_info
 from denpex_tui.core.lineparse import parse_line
+from denpex_tui.core.text import safe_str
+from denpex_tui.core.units import MAX_ERRNO, log_int
 
 CHUNK = 1 << 20
 MAX_LINE = 64 * 1024
@@ -139,12 +141,10 @@ _SAVE_EVENT = re.compile(
 )
 _RANK_SLASH = re.compile(r"\[rank(\d{1,7})(?:/\d{1,7})?\]")
 _STEP_DIR = re.compile(r"^(?:checkpoint[-_]\d+|global_step\d+|iter_\d+|step[-_]?\d+|epoch[-_=]?\d+.*)$")
-_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _clean(line: str, limit: int = 500) -> str:
-    s = _CTRL.sub(lambda m: "\\x%02x" % ord(m.group()), line.rstrip("\r\n"))
-    return s if len(s) <= limit else s[: limit - 3] + "..."
+    return safe_str(line.rstrip("\r\n"), limit)
 
 
 def _grp(m: re.Match, *names: str) -> str | None:
@@ -356,7 +356,7 @@ def _rank_of(line: str) -> tuple[int | None, int | None]:
         return pl.rank, None
     m = _RANK_SLASH.search(pl.text)  # "[rank0/4]" in the training script's own log format
     if m:
-        return int(m.group(1)), None
+        return log_int(m.group(1)), None
     return None, pl.local_rank
 
 
@@ -388,7 +388,7 @@ def scan_line(text: str, log: str, line_no: int, out: LogScan, *, want_saves: bo
         src = src or _clean(text)
         out.errors.append(LogError(e, sig, _abs_named(raw, log), src, log, line_no))
     m = _AIO.search(text)
-    if m:
+    if m and log_int(m.group("e"), MAX_ERRNO) is not None:
         e = int(m.group("e"))
         raw = m.group("p")
         found.append((os.path.dirname(raw) or ".", raw,

@@ -20,6 +20,7 @@ from denpex_tui.core.scan import ScanResult
 from denpex_tui.core.text import safe_str
 from denpex_tui.core.triage import rank_ranges
 from denpex_tui.render.explain_view import fields_line
+from denpex_tui.render.safe import safe_console
 
 __all__ = ["make_console", "print_scan", "print_finding_block"]
 
@@ -28,7 +29,7 @@ CONF_STYLE = {"high": "bold green", "medium": "yellow", "low": "red"}
 
 
 def make_console(file: TextIO | None = None) -> Console:
-    return Console(file=file, highlight=False, soft_wrap=True, emoji=False, markup=False)
+    return safe_console(file)
 
 
 def _rel(path: str) -> str:
@@ -53,7 +54,7 @@ def print_finding_block(con: Console, f: Finding, label: str) -> None:
     head.append(f"{label:<11}", style=ROLE_STYLE.get(f.role, ""))
     head.append(f" rank {f.rank if f.rank is not None else '?'}")
     if f.node:
-        head.append(f"  node {f.node}")
+        head.append(f"  node {safe_str(f.node)}")
     head.append(f"  {_when(f)}")
     con.print(head)
     loc = Text(f"      {_rel(f.path)}:{f.line}", style="dim")
@@ -223,4 +224,4 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measu
             t.append(f" {sig:<34} ranks {who:<10} x{count:<5} {title}")
             con.print(t)
     for w in result.warnings:
-        con.print(Text("warning: " + w, style="yellow"), highlight=False)
+        con.print(Text("warning: " + safe_str(w), style="yellow"))

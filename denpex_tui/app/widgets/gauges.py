@@ -13,6 +13,7 @@ from textual.widgets import Static
 
 from denpex_tui.probes.readings import PathReading, ProcessReading, Snapshot
 from denpex_tui.probes.trends import PathTrend, ProcessTrend, fmt_duration
+from denpex_tui.core.text import safe_str
 from denpex_tui.core.units import human_bytes, human_count
 
 __all__ = ["Gauges", "level"]
@@ -145,9 +146,10 @@ class Gauges(Static):
 
     def _path(self, t: Text, pr: PathReading, width: int) -> None:
         fs = f" ({pr.fstype})" if pr.fstype else ""
-        t.append(_short(pr.path, width - len(fs) - 2) + fs + "\n", style=self._s("gauges--title"))
+        fs = safe_str(fs)
+        t.append(_short(safe_str(pr.path), width - len(fs) - 2) + fs + "\n", style=self._s("gauges--title"))
         if pr.error:
-            t.append(f"  ? {pr.error}\n", style=self._s("gauges--warn"))
+            t.append(f"  ? {safe_str(pr.error)}\n", style=self._s("gauges--warn"))
             return
         used = None if pr.bytes_free_pct is None else 100.0 - pr.bytes_free_pct
         self._bar(t, "space", used, f"{human_bytes(pr.bytes_free)} free", width)
@@ -170,7 +172,7 @@ class Gauges(Static):
         who = (f"rank {p.rank}" if p.rank is not None else (f"local {p.local_rank}" if p.local_rank is not None else "pid"))
         t.append(f"{who} · pid {p.pid}" + (f" · {p.status}" if p.status else "") + "\n", style=self._s("gauges--title"))
         if p.fds is None:
-            t.append(f"  ? not readable: {p.error or 'unknown'}\n", style=self._s("gauges--dim"))
+            t.append(f"  ? not readable: {safe_str(p.error or 'unknown')}\n", style=self._s("gauges--dim"))
             return
         lim = p.fd_soft_limit
         self._bar(t, "fds", p.fd_used_pct, f"{p.fds}/{lim if lim else '∞'}", width)
