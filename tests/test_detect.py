@@ -64,11 +64,25 @@ def test_a_quoted_name_cut_short_gives_no_path():
         ("a: a.c:2: main: Assertion `world_size > 0' failed.", "proc.assert-failed", "SIGABRT"),  # real run, gcc assert
         ("terminate called after throwing an instance of 'std::runtime_error'", "proc.assert-failed", "SIGABRT"),  # real run
         ("Killed", "proc.killed", "SIGKILL"),  # wild a_textgen_wsl_killed_loading (the shell's report)
+        # real runs of bash and zsh on this machine reporting a SIGKILLed / crashed child
+        ("bash: 15391 Killed                  bash -c 'python3 -c \"import os; os.kill(os.getpid(), 9)\"' 2>&1",
+         "proc.killed", "SIGKILL"),
+        ('zsh: killed     python3 -c "import os; os.kill(os.getpid(), 9)"', "proc.killed", "SIGKILL"),
+        ("[1]+  Killed                  sleep 100", "proc.killed", "SIGKILL"),  # bash -i job report
+        ("[1]  + killed     sleep 100", "proc.killed", "SIGKILL"),  # zsh -i job report
+        ("bash: 15435 Segmentation fault      bash -c 'python3 -c \"import ctypes; ctypes.string_at(0)\"' 2>&1",
+         "proc.fatal-signal", "SIGSEGV"),
     ],
 )
 def test_fatal_reports(line, sig, signal):
     got = FatalDetector().detect(line)
     assert got is not None and got[0] == sig and got[1]["signal"] == signal
+
+
+def test_words_that_are_not_a_shell_report():
+    for line in ["killed by signal 9", "Process killed", "The job was Killed by the scheduler",
+                 "Killed process 4321 (python) total-vm:123kB"]:
+        assert FatalDetector().detect(line) is None, line
 
 
 def test_exception_line_without_its_traceback_header():

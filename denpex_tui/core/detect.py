@@ -190,7 +190,14 @@ _FATAL: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"^Signal: (?P<desc>Segmentation fault|Bus error|Aborted|Floating point exception) \((?P<n>\d{1,2})\)"), "proc.fatal-signal", "openmpi"),
     (re.compile(r"\bSIG(?P<sname>SEGV|BUS|ABRT|FPE|ILL) received\b"), "proc.fatal-signal", "runtime"),
     (re.compile(r"^(?:/\S+: line \d+: +\d+ )?(?P<desc>Segmentation fault|Bus error|Aborted|Floating point exception|Illegal instruction) +\(core dumped\)"), "proc.fatal-signal", "shell"),
-    (re.compile(r"^(?P<desc>Killed)\s*$"), "proc.killed", "shell"),
+    # The shell's job report: bash "Killed" (alone, or glued to the progress bar the process left
+    # behind), "bash: 15391 Killed    cmd", "/bin/sh: line 1: 15391 Killed ...", zsh "zsh: killed  cmd".
+    (re.compile(r"^(?P<desc>Killed)\s*$|^\S*\b(?:ba|z|k|da)?sh(?:: line \d{1,7})?: +(?:\d{1,9} +)?(?P<desc2>[Kk]illed) "
+                r"|(?:\]|\||%)\s?(?P<desc3>Killed)\s*$"
+                # job-control reports: bash "[1]+  Killed   cmd", zsh "[1]  + killed   cmd" / "[1]    26478 killed   cmd"
+                r"|(?:^|\]|\||%)\s?\[\d{1,4}\] *[+-]? +(?:\d{1,9} +)?(?P<desc4>[Kk]illed) "), "proc.killed", "shell"),
+    (re.compile(r"^\S*\b(?:ba|z|k|da)?sh(?:: line \d{1,7})?: +(?:\d{1,9} +)?(?P<desc>[Ss]egmentation fault|[Aa]borted|"
+                r"[Bb]us error|[Ff]loating point exception|[Ii]llegal instruction)"), "proc.fatal-signal", "shell"),
     (re.compile(r"\bterminate called after throwing an instance of '(?P<exc_type>[^']{1,200})'"), "proc.assert-failed", "libstdc++"),
     (re.compile(r"\bterminate called (?:recursively|without an active exception)"), "proc.assert-failed", "libstdc++"),
     (re.compile(r"Assertion [`'](?P<expr>.{1,400}?)' failed\.?"), "proc.assert-failed", "assert"),
@@ -206,6 +213,7 @@ _FATAL_LITERALS = (
     ("terminate called ", False),
     ("' failed", False),
     ("Killed", False),
+    ("sh: ", False),
 )
 
 
@@ -217,7 +225,7 @@ class FatalDetector:
             m = rx.search(text)
             if not m:
                 continue
-            d = {k: v for k, v in m.groupdict().items() if v is not None}
+            d = {k.rstrip("234"): v for k, v in m.groupdict().items() if v is not None}
             fields: dict[str, Any] = {"reported_by": via}
             sig = None
             if "name" in d:
