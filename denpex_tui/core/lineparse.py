@@ -78,13 +78,14 @@ class ParsedLine:
 
 @dataclass(frozen=True)
 class PrefixFormat:
-    """One launcher/log prefix: ``rx`` is matched at the current position; ``apply`` copies what
-    it tells into the line; ``strip`` says whether the matched text is removed."""
+    """One launcher/log prefix: ``rx`` is matched at the current position and its named groups
+    (``host``, ``pid``, ``task``, ``rank``, ``local_rank``, ``device``, ``role_name``, ``lvl``,
+    ``ts``) are what it tells; ``strip`` says whether the matched text is removed."""
 
     name: str
     rx: re.Pattern[str]
-    apply: Callable[[ParsedLine, re.Match[str]], bool]
     examples: tuple[str, ...]
+    guard: Callable[[ParsedLine, re.Match[str]], bool] | None = None  # False: not this format after all
     strip: bool = True
     once: bool = True  # may match only once per line
     first_only: bool = False  # only at the very start of the line
@@ -96,72 +97,36 @@ def _int(s: str | None) -> int | None:
     return int(s)
 
 
-def _a_kubectl(p: ParsedLine, m: re.Match[str]) -> bool:
-    p.host = m.group("pod")
-    return True
+_NUMERIC_GROUPS = ("pid", "task", "rank", "local_rank", "device")
+_TEXT_GROUPS = ("host", "role_name")
+_GLOG_LEVEL = {"D": "debug", "I": "info", "W": "warning", "E": "error", "F": "critical"}
 
 
-def _a_host(p: ParsedLine, m: re.Match[str]) -> bool:
-    h = m.group("host")
-    if _NOT_HOST.fullmatch(h):
-        return False
-    p.host = h
-    return True
-
-
-def _a_openmpi(p: ParsedLine, m: re.Match[str]) -> bool:
-    p.host = m.group("host")
-    p.pid = _int(m.group("pid"))
-    return True
-
-
-def _a_srun(p: ParsedLine, m: re.Match[str]) -> bool:
-    p.task = _int(m.group("task"))
-    return True
-
-
-def _a_mpirun(p: ParsedLine, m: re.Match[str]) -> bool:
-    p.rank = _int(m.group("rank"))
-    return True
-
-
-def _a_rank(p: ParsedLine, m: re.Match[str]) -> bool:
-    p.rank = _int(m.group("n"))
-    return True
-
-
-def _a_role(p: ParsedLine, m: re.Match[str]) -> bool:
-    if m.group("role").lower() == "rank":
-        return False
-    p.local_rank = _int(m.group("n"))
-    p.role_name = m.group("role")
-    return True
-
-
-def _a_nccl(p: ParsedLine, m: re.Match[str]) -> bool:
-    p.host = m.group("host")
-    p.pid = _int(m.group("pid"))
-    p.device = _int(m.group("dev"))
-    if m.group("ts"):
-        t, txt = parse_time(m.group("ts"))
+def apply_groups(p: ParsedLine, m: re.Match[str]) -> bool:
+    """Copy a format's named groups into the line: numbers only in range, ``lvl`` as a glog
+    level letter, ``ts`` as the format's own timestamp."""
+    d = m.groupdict()
+    for k in _NUMERIC_GROUPS:
+        if d.get(k) is not None:
+            setattr(p, k, _int(d[k]))
+    for k in _TEXT_GROUPS:
+        if d.get(k) is not None:
+            setattr(p, k, d[k])
+    if d.get("lvl"):
+        p.level = _GLOG_LEVEL[d["lvl"]]
+    if d.get("ts"):
+        t, txt = parse_time(d["ts"])
         if t is not None:
             p.time, p.time_text, p.precision = t, txt, _precision(txt)
     return True
 
 
-_GLOG_LEVEL = {"D": "debug", "I": "info", "W": "warning", "E": "error", "F": "critical"}
+def _not_a_word(p: ParsedLine, m: re.Match[str]) -> bool:
+    return not _NOT_HOST.fullmatch(m.group("host"))
 
 
-def _a_glog(p: ParsedLine, m: re.Match[str]) -> bool:
-    p.level = _GLOG_LEVEL[m.group("lvl")]
-    if m.group("pid"):
-        p.pid = _int(m.group("pid"))
-    return True
-
-
-def _a_glog_old(p: ParsedLine, m: re.Match[str]) -> bool:
-    p.level = _GLOG_LEVEL[m.group("lvl")]
-    return True
+def _not_rank(p: ParsedLine, m: re.Match[str]) -> bool:
+    return m.group("role_name").lower() != "rank"
 
 
 # Words that look like a host before ": " but are not one (exceptions, levels, log words).
@@ -173,8 +138,7 @@ _NOT_HOST = re.compile(
 FORMATS: tuple[PrefixFormat, ...] = (
     PrefixFormat(
         "kubectl",
-        re.compile(r"\[pod/(?P<pod>[A-Za-z0-9][A-Za-z0-9._-]{0,252})/(?P<container>[A-Za-z0-9][A-Za-z0-9._-]{0,62})\] "),
-        _a_kubectl,
+        re.compile(r"\[pod/(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,252})/(?P<container>[A-Za-z0-9][A-Za-z0-9._-]{0,62})\] "),
         ("[pod/llama-train-worker-1/pytorch] [rank1]: Traceback (most recent call last):",),
         first_only=True,
     ),
@@ -182,10 +146,9 @@ FORMATS: tuple[PrefixFormat, ...] = (
         "nccl",
         re.compile(
             r"(?:\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)\] )?"
-            rf"(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{{0,62}}):(?P<pid>{_N}):(?P<tid>{_N}) \[(?P<dev>{_N})\] "
+            rf"(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{{0,62}}):(?P<pid>{_N}):(?P<tid>{_N}) \[(?P<device>{_N})\] "
             r"(?=(?:\[\d+\] )?(?:[\w./-]+:\d+ (?:\(\w+\) )?)?NCCL )"
         ),
-        _a_nccl,
         (
             "node-1:185:1027 [7] NCCL INFO [Service thread] Connection closed by localRank 0",
             "gpu-st-p4d-24xlarge-60:1180:1246 [0] transport/net_ib.cc:1328 NCCL WARN NET/IB : Got completion",
@@ -194,41 +157,36 @@ FORMATS: tuple[PrefixFormat, ...] = (
     PrefixFormat(
         "mpirun",
         re.compile(rf"\[(?:(?P<job>{_N}),)?(?P<rank>{_N})\]<(?:stdout|stderr|stddiag)>: ?"),
-        _a_mpirun,
         ("[1,0]<stderr>:Traceback (most recent call last):", "[3]<stdout>:Epoch 1 step 10"),
     ),
     PrefixFormat(
         "openmpi",
         re.compile(rf"\[(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{{0,62}}):(?P<pid>{_N})\] "),
-        _a_openmpi,
         ("[dsw-541920-5fd5c64bc4-m25b4:02519] Signal: Segmentation fault (11)",),
         first_only=True,
     ),
     PrefixFormat(
         "pdsh",
         re.compile(r"(?P<host>localhost|[A-Za-z][A-Za-z0-9._-]{0,62}?\d[A-Za-z0-9._-]{0,62}|[a-z][a-z0-9_]*-[a-z0-9_-]+): (?=\S)"),
-        _a_host,
         ("c000001: [rank0]: Traceback (most recent call last):", "worker-1: [2024-01-01 10:00:00,000] [INFO] x"),
-        first_only=False,
+        guard=_not_a_word,
     ),
     PrefixFormat(
         "srun-label",
         re.compile(rf" {{0,6}}(?P<task>{_N}): (?=\S)"),
-        _a_srun,
         ("  5: [rank5]: Traceback (most recent call last):", "0: RuntimeError: CUDA error: out of memory"),
     ),
     PrefixFormat(
         "torch-rank",
-        re.compile(rf"\[rank(?P<n>{_N})\]: ?"),
-        _a_rank,
+        re.compile(rf"\[rank(?P<rank>{_N})\]: ?"),
         ("[rank2]: RuntimeError: basic_ios::clear: iostream error",),
         once=False,
     ),
     PrefixFormat(
         "torchrun-tee",
-        re.compile(rf"\[(?P<role>[A-Za-z_][A-Za-z_-]{{0,62}}?)(?P<n>{_N})\]: ?"),
-        _a_role,
+        re.compile(rf"\[(?P<role_name>[A-Za-z_][A-Za-z_-]{{0,62}}?)(?P<local_rank>{_N})\]: ?"),
         ("[default2]:[rank2]: RuntimeError: basic_ios::clear: iostream error",),
+        guard=_not_rank,
         once=False,
     ),
     PrefixFormat(
@@ -237,7 +195,6 @@ FORMATS: tuple[PrefixFormat, ...] = (
             r"\[?(?P<lvl>[DIWEF])(?P<mo>[01]\d)(?P<dd>[0-3]\d) (?P<t>\d\d:\d\d:\d\d(?:\.\d{1,9})?)"
             rf"(?: +(?P<pid>{_N}))? (?P<file>[^\]\s]{{1,300}}:\d{{1,7}})\] ?"
         ),
-        _a_glog,
         (
             "E0731 10:50:08.043000 3247964 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1)",
             "[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] Watchdog caught collective operation timeout",
@@ -247,7 +204,6 @@ FORMATS: tuple[PrefixFormat, ...] = (
     PrefixFormat(
         "glog-short",
         re.compile(r"\[(?P<lvl>[DIWEF]) (?P<file>[\w./-]{1,200}:\d{1,7})\] "),
-        _a_glog_old,
         ("[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout",),
         strip=False,
     ),
@@ -264,10 +220,10 @@ def compile_prefix_template(template: str) -> PrefixFormat:
     """A torchrun ``--log-line-prefix-template`` (``${role_name}``, ``${rank}``,
     ``${local_rank}``, ``${hostname}``; ``${role}`` too) as a prefix format."""
     fields = {
-        "role_name": r"(?P<role>[A-Za-z_][\w-]{0,62}?)",
-        "role": r"(?P<role>[A-Za-z_][\w-]{0,62}?)",
+        "role_name": r"(?P<role_name>[A-Za-z_][\w-]{0,62}?)",
+        "role": r"(?P<role_name>[A-Za-z_][\w-]{0,62}?)",
         "rank": rf"(?P<rank>{_N})",
-        "local_rank": rf"(?P<local>{_N})",
+        "local_rank": rf"(?P<local_rank>{_N})",
         "hostname": r"(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,62})",
     }
     out, pos, seen = [], 0, set()
@@ -286,19 +242,7 @@ def compile_prefix_template(template: str) -> PrefixFormat:
     out.append(re.escape(template[pos:]))
     rx = re.compile("".join(out) + " ?")
 
-    def apply(p: ParsedLine, m: re.Match[str]) -> bool:
-        d = m.groupdict()
-        if d.get("rank") is not None:
-            p.rank = _int(d["rank"])
-        if d.get("local") is not None:
-            p.local_rank = _int(d["local"])
-        if d.get("role") is not None:
-            p.role_name = d["role"]
-        if d.get("host") is not None:
-            p.host = d["host"]
-        return True
-
-    return PrefixFormat("prefix-template", rx, apply, (), once=True)
+    return PrefixFormat("prefix-template", rx, ())
 
 
 def set_prefix_template(template: str | None) -> None:
@@ -322,8 +266,9 @@ def parse_line(line: str, year_hint: int | None = None) -> ParsedLine:
             if f.name in ("pdsh", "srun-label") and not _LEADING.issuperset(used):
                 continue  # host and task labels lead the line (after a pod prefix at most)
             m = f.rx.match(s)
-            if m is None or not f.apply(p, m):
+            if m is None or (f.guard is not None and not f.guard(p, m)):
                 continue
+            apply_groups(p, m)
             used.append(f.name)
             if f.strip:
                 s = s[m.end() :]
