@@ -4,13 +4,11 @@ The same :class:`SourceProcessor` serves ``scan`` (history: big chunks from offs
 ``follow``/``watch`` (live: small chunks as lines complete). For each chunk of whole lines:
 
 1. the prefilter finds the few lines holding a signature or anchor literal;
-2. only those lines are decoded, made safe, stripped of launcher prefixes and matched;
-3. a ``Traceback`` header switches the source into *walk mode*: every following line of that
-   stream is read until the traceback (with its chained exceptions) is complete, so the
-   original exception of a chain decides the signature and the traceback's first line
-   becomes the finding's ``line``;
-4. torchelastic's ChildFailedError report is parsed as structured evidence (rank, local
-   rank, exit code, time), never trusted as the diagnosis;
+2. only those lines are decoded, made safe, parsed once (:func:`~denpex_tui.core.lineparse.parse_line`)
+   and given to the detectors (:meth:`~denpex_tui.core.matcher.Matcher.detect`);
+3. a ``Traceback`` header switches the stream into *walk mode* (:mod:`denpex_tui.core.tracebacks`);
+4. torchelastic's failure report and error.json are launcher evidence
+   (:mod:`denpex_tui.core.failreport`), never trusted as the diagnosis;
 5. at the end of each chunk, the last timestamped line of each rank's stream is recorded
    (the evidence for hangs: which rank went silent first).
 
@@ -20,18 +18,16 @@ traceback blocks are capped, markers keep first and last occurrences.
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable
 
 from .catalog import Signature
 from .lineparse import ParsedLine, parse_line, stream_labels
-from .matcher import ANCHORS, ERROR_WORDS, VERSION_RULES, Detection, Matcher
+from .failreport import FB_START as _FB_START
+from .failreport import FailureReportMixin, _FBEntry
+from .matcher import ANCHORS, ERROR_WORDS, VERSION_RULES, Matcher
 from .model import (
-    PRIORITY_ERROR_JSON,
-    PRIORITY_FAILURE_BLOCK,
     FailureEntry,
     Finding,
     LastLine,
@@ -39,24 +35,15 @@ from .model import (
     SourceInfo,
 )
 from .text import safe_line
+from .tracebacks import ORIG_TB_HEADER as _ORIG_TB
+from .tracebacks import TB_HEADER as _TB
+from .tracebacks import TracebackMixin, _Block
 
 __all__ = ["SourceProcessor", "StreamKey"]
 
 StreamKey = tuple  # ("l", local) | ("t", task) | ("h", host) | ("fb", idx) | None
 
-_TB = ANCHORS["traceback"]
-_ORIG_TB = "Original Traceback (most recent call last):"
-_CHAIN = (ANCHORS["chain-during"], ANCHORS["chain-cause"])
-_EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::(?: |$)|$)")
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<func>.+)$')
-_FB_FIELD = re.compile(r"^  (time|host|rank|exitcode|error_file|traceback)\s*: ?(.*)$")
-_FB_ENTRY = re.compile(r"^\[(\d+)\]:\s*$")
-_FB_RANK = re.compile(r"^(-?\d+)(?: \(local_rank: (\d+)\))?")
-_FB_EXIT = re.compile(r"^(-?\d+)(?: \(pid: (\d+)\))?")
 _RANK_MAP = re.compile(r"global_rank_mapping=(\{.*\})")
-_FB_START = ("Failures:", ANCHORS["root-cause"])
-_MAX_BLOCK_LINES = 400
-_MAX_CONTINUATION = 30
 _BACKSCAN_LINES = 400
 _LASTLINE_BYTES = 1 << 20
 _MAX_MARKERS_PER_KEY = 64
@@ -73,61 +60,7 @@ def _small_int(v) -> int | None:
     return None
 
 
-@dataclass
-class _Exc:
-    type: str
-    text: str
-    raw: str
-    line: int
-    offset: int
-    det: Detection | None
-    original: bool = False
-    origin: str | None = None  # the last frame printed before this exception
-    detail_sigs: list[tuple[Detection, str, int, int]] = field(default_factory=list)
-
-    @property
-    def sig(self) -> Signature | None:
-        return self.det.sig if self.det is not None else None
-
-
-@dataclass
-class _Block:
-    key: StreamKey
-    start_line: int
-    start_offset: int
-    rank: int | None
-    local: int | None
-    host: str | None
-    time: datetime | None
-    time_approx: bool
-    state: str = "frames"  # frames | after | chain
-    exceptions: list[_Exc] = field(default_factory=list)
-    origin_frame: str | None = None
-    nlines: int = 0
-    blanks: int = 0
-    continuation: int = 0
-    pending_original: bool = False
-    rank_override: int | None = None
-    priority: int | None = None
-    end_line: int = 0  # last line of the block that belongs to it (exception or its message)
-
-
-@dataclass
-class _FBEntry:
-    idx: int
-    root: bool
-    line: int
-    rank: int | None = None
-    local: int | None = None
-    exitcode: int | None = None
-    pid: int | None = None
-    host: str | None = None
-    time: datetime | None = None
-    error_file: str | None = None
-    in_traceback: bool = False
-
-
-class SourceProcessor:
+class SourceProcessor(TracebackMixin, FailureReportMixin):
     """Incremental processing of one source. Feed whole-line chunks in order."""
 
     def __init__(
@@ -462,262 +395,6 @@ class SourceProcessor:
                 fallback = pre.time
         return fallback
 
-    # -- tracebacks -----------------------------------------------------------------------
-
-    def _open_block(self, key, data, s, lineno, off, g, local, host, t, *, rank_override=None, priority=None, time=None) -> None:
-        approx = False
-        if time is not None:
-            t = time
-        if t is None and data is not None:
-            t = self._prev_time(data, s, key)
-            approx = t is not None
-        if t is None and key in self.key_time:
-            t, approx = self.key_time[key], True
-        self.blocks[key] = _Block(
-            key=key,
-            start_line=lineno,
-            start_offset=off,
-            rank=rank_override if rank_override is not None else g,
-            local=local,
-            host=host,
-            time=t,
-            time_approx=approx,
-            rank_override=rank_override,
-            priority=priority,
-        )
-
-    def _block_line(self, b: _Block, text: str, raw_text: str, lineno: int, off: int, t, candidate: bool) -> bool:
-        """Feed one line of the block's stream; False when the line is not part of it."""
-        b.nlines += 1
-        if b.nlines > _MAX_BLOCK_LINES:
-            self._close_block(b.key)
-            return False
-        if b.rank is None and b.rank_override is None:
-            pass
-        stripped = text.strip()
-        if b.state == "frames":
-            if text.startswith(_TB):
-                return True
-            if text.startswith(_ORIG_TB):
-                b.pending_original = True
-                return True
-            m = _FRAME.match(text)
-            if m:
-                b.origin_frame = stripped
-                return True
-            if not stripped or text.startswith("    ") or set(stripped) <= set("^~ "):
-                return True
-            mexc = _EXC_LINE.match(stripped)
-            exc_type = mexc.group("type") if mexc else stripped.split(":", 1)[0][:80]
-            det = self.matcher.detect(text) if candidate else None
-            b.exceptions.append(_Exc(exc_type, stripped, raw_text, lineno, off, det, original=b.pending_original,
-                                     origin=b.origin_frame))
-            b.origin_frame = None
-            b.end_line = lineno
-            b.pending_original = False
-            b.state = "after"
-            b.blanks = 0
-            b.continuation = 0
-            return True
-        if b.state == "chain":
-            if not stripped:
-                return True
-            if text.startswith(_TB):
-                b.state = "frames"
-                return True
-            self._close_block(b.key)
-            return False
-        # after an exception line
-        if not stripped:
-            b.blanks += 1
-            if b.blanks > 3:
-                self._close_block(b.key)
-            return True
-        if any(stripped.startswith(c) for c in _CHAIN):
-            b.state = "chain"
-            return True
-        if text.startswith(_ORIG_TB):
-            b.pending_original = True
-            b.state = "frames"
-            return True
-        if text.startswith(_TB):
-            # A new, unrelated traceback on the same stream.
-            self._close_block(b.key)
-            return False
-        if t is not None or b.continuation >= _MAX_CONTINUATION:
-            self._close_block(b.key)
-            return False
-        # Continuation of a multi-line exception message (NCCL "Last error:" lines...).
-        b.continuation += 1
-        b.end_line = lineno
-        if candidate and b.exceptions:
-            det = self.matcher.detect(text)
-            if det is not None:
-                b.exceptions[-1].detail_sigs.append((det, stripped, lineno, off))
-        return True
-
-    def _close_block(self, key: StreamKey) -> None:
-        b = self.blocks.pop(key, None)
-        if b is None or not b.exceptions:
-            return
-        # The original exception of a chain is the cause; a later one replaces it only when it
-        # is more specific (a bare exception explained by an errno or a known signature).
-        first = next((e for e in b.exceptions if e.original), b.exceptions[0])
-        picks = []
-        for e in [first] + [x for x in b.exceptions if x is not first]:
-            if e.det is not None:
-                picks.append((e.det.tier, e.det, e, e.text, e.line, e.offset))
-            for det, dtext, dline, doff in e.detail_sigs:
-                picks.append((det.tier, det, e, dtext, dline, doff))
-        fields: dict = {}
-        for _, det, *_rest in picks:
-            for k, v in det.fields.items():
-                fields.setdefault(k, v)
-        own = [p for p in picks if p[2] is first and p[0] < 2]
-        best = own[0] if own else (min(picks, key=lambda p: p[0]) if picks else None)  # earliest on ties
-        if best is not None and (best[0] < 2 or best[2] is first):
-            _, det, cause, text, tline, toff = best
-            sig = det.sig if det.tier < 2 else self.catalog.get("python.uncaught-exception")
-            fields = {**fields, **det.fields}
-        else:
-            cause, text, tline, toff = first, first.text, first.line, first.offset
-            sig = self.catalog.get("python.uncaught-exception")
-        if sig is None:
-            return
-        if sig.id == "python.uncaught-exception":
-            fields["exc_type"] = cause.type
-        chained = [e.text for e in b.exceptions if e is not cause][:8]
-        g = b.rank_override if b.rank_override is not None else b.rank
-        self._emit(
-            sig,
-            text,
-            cause.raw,
-            b.start_line,
-            tline,
-            toff,
-            g,
-            b.local,
-            b.host,
-            b.time,
-            None,
-            None,
-            0,
-            key,
-            exc_type=cause.type,
-            origin=cause.origin,
-            tb_start=b.start_line,
-            chained=chained,
-            time_approx=b.time_approx,
-            priority=b.priority,
-            extra={"tb_end_line": b.end_line or tline},
-            fields=fields,
-        )
-        # Later exceptions of the chain with their own signature are context, kept for the view.
-        for e in b.exceptions:
-            if e is not cause and e.sig is not None and e.sig.id != sig.id:
-                self._marker(e.sig, e.text, e.line, g, b.local, b.time)
-
-    # -- torchelastic failure report ------------------------------------------------------
-
-    def _fb_line(self, text: str, raw_text: str, lineno: int, off: int) -> None:
-        stripped = text.strip()
-        if stripped.startswith("=" * 20):
-            self._fb_finish()
-            self.fb_active = False
-            return
-        if stripped.startswith("-" * 20):
-            self._fb_close_tb()
-            return
-        if stripped == ANCHORS["root-cause"]:
-            self._fb_close_tb()
-            self.fb_root = True
-            return
-        m = _FB_ENTRY.match(text)
-        if m:
-            self._fb_close_tb()
-            self.fb_entries.append(_FBEntry(idx=len(self.fb_entries), root=self.fb_root, line=lineno))
-            return
-        if not self.fb_entries:
-            return
-        e = self.fb_entries[-1]
-        m = _FB_FIELD.match(text)
-        if m and not e.in_traceback:
-            name, value = m.group(1), m.group(2).strip()
-            if name == "time":
-                try:
-                    e.time = datetime.strptime(value, "%Y-%m-%d_%H:%M:%S")
-                except ValueError:
-                    e.time = None
-            elif name == "host":
-                e.host = value or None
-            elif name == "rank":
-                mr = _FB_RANK.match(value)
-                if mr:
-                    e.rank = int(mr.group(1))
-                    e.local = int(mr.group(2)) if mr.group(2) else None
-                    if e.local is not None and e.rank >= 0:
-                        self.rank_pairs.add((e.local, e.rank))
-            elif name == "exitcode":
-                mx = _FB_EXIT.match(value)
-                if mx:
-                    e.exitcode = int(mx.group(1))
-                    e.pid = int(mx.group(2)) if mx.group(2) else None
-            elif name == "error_file":
-                e.error_file = None if value in ("<N/A>", "") else value
-            elif name == "traceback":
-                e.in_traceback = True
-                self._fb_tb_text(e, value, raw_text, lineno, off)
-            return
-        if e.in_traceback and text.startswith("  "):
-            self._fb_tb_text(e, text[2:], raw_text, lineno, off)
-
-    def _fb_tb_text(self, e: _FBEntry, text: str, raw_text: str, lineno: int, off: int) -> None:
-        key = ("fb", e.idx)
-        b = self.blocks.get(key)
-        t = e.time
-        if b is not None:
-            if self._block_line(b, text, raw_text, lineno, off, None, True):
-                return
-        if text.startswith(_TB):
-            self._open_block(key, None, 0, lineno, off, e.rank, e.local, e.host, None,
-                             rank_override=e.rank, priority=PRIORITY_FAILURE_BLOCK, time=t)
-            return
-        det = self.matcher.detect(text)
-        if det is not None:
-            self._emit(det.sig, text, raw_text, lineno, lineno, off, e.rank, e.local, e.host, t, None, None, 0, key,
-                       priority=PRIORITY_FAILURE_BLOCK, time_approx=False, fields=det.fields)
-
-    def _fb_close_tb(self) -> None:
-        if self.fb_entries:
-            e = self.fb_entries[-1]
-            if e.in_traceback:
-                self._close_block(("fb", e.idx))
-                e.in_traceback = False
-
-    def _fb_finish(self) -> None:
-        self._fb_close_tb()
-        for e in self.fb_entries:
-            if e.rank is None:
-                continue
-            self.failure_entries.append(
-                FailureEntry(
-                    rank=e.rank,
-                    local_rank=e.local,
-                    exitcode=e.exitcode,
-                    pid=e.pid,
-                    host=e.host,
-                    time=e.time,
-                    error_file=e.error_file,
-                    root_cause=e.root,
-                    node_key=self.info.node_key,
-                    path=self.info.path,
-                    line=e.line,
-                    attempt=self.attempt,
-                )
-            )
-        self.fb_entries = []
-        self.fb_root = False
-
     # -- last lines -----------------------------------------------------------------------
 
     def _record_last_lines(self, data: bytes, offset: int) -> None:
@@ -772,44 +449,3 @@ class SourceProcessor:
                 priority=self.info.priority,
             )
 
-    # -- error.json -----------------------------------------------------------------------
-
-    def feed_error_json(self, blob: bytes) -> None:
-        """torchelastic's error.json: the worker's exception and its 1 s timestamp."""
-        try:
-            doc = json.loads(blob.decode("utf-8", "replace"))
-        except (ValueError, RecursionError):
-            self.errors.append(f"{self.info.path}: not valid JSON: skipped")
-            return
-        msg = doc.get("message") if isinstance(doc, dict) else None
-        stack = ""
-        ts = None
-        if isinstance(msg, dict):
-            extra = msg.get("extraInfo") or {}
-            if isinstance(extra, dict):
-                stack = extra.get("py_callstack") or ""
-                ts = extra.get("timestamp")
-            text = msg.get("message") or ""
-        elif isinstance(msg, str):
-            text = msg
-            ts = doc.get("timestamp") if isinstance(doc, dict) else None
-        else:
-            self.errors.append(f"{self.info.path}: not a torchelastic error file: skipped")
-            return
-        when = None
-        try:
-            when = datetime.fromtimestamp(int(ts)) if ts is not None else None
-        except (TypeError, ValueError, OverflowError, OSError):
-            when = None
-        body = stack if isinstance(stack, str) and stack.strip() else str(text)
-        body_bytes = body.encode("utf-8", "replace")
-        if not body_bytes.endswith(b"\n"):
-            body_bytes += b"\n"
-        if when is not None:
-            self.key_time[None] = when
-        self.feed(body_bytes, 0)
-        self.close()
-        for f in self.findings.values():
-            f.priority = PRIORITY_ERROR_JSON
-            if when is not None:
-                f.time, f.time_approx = when, False
