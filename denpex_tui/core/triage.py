@@ -81,7 +81,7 @@ def _related(sig_a: str, sig_b: str, catalog: Catalog) -> bool:
 
 
 def _phase_label(phase: str) -> str:
-    return phase.replace("-", " ")
+    return "" if phase == "any" else f" ({phase.replace('-', ' ')})"
 
 
 def _tier(f: Finding, catalog: Catalog) -> int:
@@ -322,8 +322,8 @@ def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, c
                                            fentries, init))
         collateral.sort(key=lambda f: (f.rank if f.rank is not None else 1 << 30))
         summary = (
-            f"rank {init.rank if init.rank is not None else '?'} initiating: {init.title} "
-            f"({_phase_label(init.phase)}) - {len(collateral)} collateral"
+            f"rank {init.rank if init.rank is not None else '?'} initiating: {init.title}"
+            f"{_phase_label(init.phase)} - {len(collateral)} collateral"
         )
         if same:
             summary += f", {len(same)} same cause"

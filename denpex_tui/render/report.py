@@ -220,7 +220,8 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measu
         for sig, role, title, count, ranks_ in _fold(shown):
             t = Text("  ")
             t.append(f"{role:<11}", style=ROLE_STYLE.get(role, ""))
-            who = rank_ranges(ranks_) or ("agent" if all(r is None for r in ranks_) else "?")
+            launcher = sig.startswith(("torchelastic.", "deepspeed.launcher", "slurm.", "pdsh.", "mpirun."))
+            who = rank_ranges(ranks_) or ("agent" if launcher and all(r is None for r in ranks_) else "?")
             t.append(f" {sig:<34} ranks {who:<10} x{count:<5} {title}")
             con.print(t)
     for w in result.warnings:
