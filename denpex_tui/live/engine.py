@@ -69,15 +69,15 @@ class IncidentEvent:
         """A bounded incident: the first collateral entries in full, all of them folded into
         rank ranges per signature (10 000 collateral ranks stay a few lines of JSON)."""
         d = self.incident.to_json()
-        coll = d["collateral"]
-        if len(coll) > _MAX_EVENT_COLLATERAL:
-            folded: dict[str, list] = {}
-            for c in self.incident.collateral:
-                folded.setdefault(c.signature, []).append(c.rank)
-            d["collateral"] = coll[:_MAX_EVENT_COLLATERAL]
-            d["collateral_folded"] = [{"signature": k, "ranks": rank_ranges(v), "count": len(v)}
+        for key, lst in (("collateral", self.incident.collateral), ("same_cause", self.incident.same_cause)):
+            if len(lst) > _MAX_EVENT_COLLATERAL:
+                folded: dict[str, list] = {}
+                for c in lst:
+                    folded.setdefault(c.signature, []).append(c.rank)
+                d[key] = d[key][:_MAX_EVENT_COLLATERAL]
+                d[f"{key}_folded"] = [{"signature": k, "ranks": rank_ranges(v), "count": len(v)}
                                       for k, v in folded.items()]
-            d["collateral_total"] = len(coll)
+                d[f"{key}_total"] = len(lst)
         return {"event": "incident", **d}
 
 
