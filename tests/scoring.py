@@ -74,7 +74,7 @@ def score_case(case: Path) -> CaseScore:
         rel = os.path.relpath(init.path, case)
         got_line = (rel, init.line)
     truth_rank = t.get("initiating_rank")
-    sig_ok = init is not None and init.signature in accept
+    sig_ok = (init is None) if not accept else (init is not None and init.signature in accept)
     rank_ok = None if truth_rank is None else (init is not None and init.rank == truth_rank)
     coll_ok = None
     if t.get("collateral_ranks") is not None:

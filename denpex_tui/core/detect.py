@@ -50,6 +50,7 @@ ERRNOS: tuple[Errno, ...] = (
     Errno(23, "ENFILE", "Too many open files in system", "os.enfile"),
     Errno(24, "EMFILE", "Too many open files", "os.emfile"),
     Errno(5, "EIO", "Input/output error", "os.eio"),
+    Errno(74, "EBADMSG", "Bad message", "os.ebadmsg", weak=True),
     Errno(30, "EROFS", "Read-only file system", "os.erofs"),
     Errno(12, "ENOMEM", "Cannot allocate memory", "os.enomem"),
     Errno(2, "ENOENT", "No such file or directory", "os.enoent"),

@@ -23,7 +23,10 @@ from .model import FailureEntry, Finding, Incident, LastLine, iso
 from .ranks import rank_entry as _entry
 from .ranks import rank_ranges
 
-__all__ = ["hang_incident", "launcher_incident", "agent_terminated", "exit_meaning"]
+__all__ = ["hang_incident", "launcher_incident", "agent_terminated", "external_stop_incident", "exit_meaning"]
+
+# The launcher itself told to stop from outside (scheduler cancel or time limit, a person).
+_EXTERNAL_STOP = {"torchelastic.death-signal"}
 
 _D2 = re.compile(r"work sequence id: (\d+).*?last enqueued work: (\d+), last completed work: (\d+)")
 _LAUNCHER_PREFIXES = ("mpirun.", "horovod.process-", "colossalai.launch")
@@ -41,6 +44,12 @@ _MEANING = {
     "SIGSEGV": "SIGSEGV: a segmentation fault in native code",
     "SIGTERM": "SIGTERM: terminated, usually by the agent or the scheduler after another failure",
     "SIGFPE": "SIGFPE: a floating-point exception in native code",
+}
+# The launcher tearing the job down after a failure: the ranks it stops are collateral.
+_TEARDOWN = {
+    "torchelastic.closing-signal", "torchelastic.forced-kill", "mpirun.job-aborted", "mpirun.process-signaled",
+    "mpirun.first-failed-process", "slurm.step-teardown", "slurm.step-aborted", "deepspeed.launcher-killing-subprocess",
+    "slurm.job-cancelled-limit", "torchelastic.death-signal",
 }
 _CRASH = {"SIGSEGV", "SIGBUS", "SIGABRT", "SIGFPE", "SIGILL"}
 _SIGNAL_WORD = re.compile(r"(Killed|Aborted|Segmentation fault|Bus error|Terminated|Floating point exception)")
@@ -184,7 +193,7 @@ def launcher_incident(attempt: int, pool: list[Finding], fentries: list[FailureE
 
 def agent_terminated(attempt: int, ranks_seen: set, have: set, all_fs: list[Finding], fentries, init) -> list[Finding]:
     """Collateral entries for ranks the agent SIGTERMed before they printed an error."""
-    closing = [f for f in all_fs if f.signature in ("torchelastic.closing-signal", "torchelastic.forced-kill")]
+    closing = [f for f in all_fs if f.signature in _TEARDOWN]
     killed = {fe.rank for fe in fentries if fe.exitcode == -15 and fe.rank is not None}
     if not closing and not killed:
         return []
@@ -194,13 +203,40 @@ def agent_terminated(attempt: int, ranks_seen: set, have: set, all_fs: list[Find
         if init is not None and r == init.rank:
             continue
         out.append(Finding(
-            signature="torchelastic.closing-signal", title="Terminated by the agent (no error of its own)",
+            signature="torchelastic.closing-signal", title="Terminated by the launcher (no error of its own)",
             role="collateral", severity="warning", phase="shutdown", family="torchelastic",
             path=src.path if src else "", line=src.line if src else 0, text_line=src.text_line if src else 0,
             offset=src.offset if src else 0, text=src.text if src else "exitcode -15 (SIGTERM) per the failure report",
             rank=r, attempt=attempt, time=src.time if src else None, fields={"per": "agent"},
         ))
     return out
+
+
+def external_stop_incident(attempt, errs, all_fs, ranks_seen, fentries, when, evidence, hypotheses) -> Incident | None:
+    """Nothing failed before the launcher itself was told to stop: that is the cause, and every
+    rank's error after it is the shutdown's collateral. Not when ranks were already failing
+    (a hang, peers gone) before the stop: then the stop came after the cause."""
+    stop = next((f for f in all_fs if f.signature in _EXTERNAL_STOP), None)
+    if stop is None or when(stop) is None:
+        return None
+    t_stop = when(stop)
+    if any((when(f) or t_stop) < t_stop - 1.0 for f in errs):
+        return None
+    init = _entry(stop, [stop])
+    init.role, init.severity = "initiating", "error"
+    init.title = "Stopped from outside: the launcher received a termination signal"
+    by: dict = {}
+    for f in errs:
+        if f is not stop:
+            by.setdefault(f.rank if f.rank is not None else ("?", f.path, f.local_rank), []).append(f)
+    collateral = [_entry(lst[0], lst) for lst in by.values()]
+    evidence.append(f"the launcher was stopped from outside ('{stop.text[:120]}'); no rank's own failure "
+                    "comes before it, so the errors after it are the shutdown's collateral")
+    have = {c.rank for c in collateral if c.rank is not None}
+    collateral += agent_terminated(attempt, ranks_seen, have, all_fs, fentries, init)
+    collateral.sort(key=lambda f: (f.rank if f.rank is not None else 1 << 30))
+    return Incident(attempt, init, collateral, [], None, "medium", evidence,
+                    "stopped from outside: the launcher received a termination signal", hypotheses=hypotheses)
 
 
 def _one_per_rank(fs: list[Finding]) -> list[Finding]:

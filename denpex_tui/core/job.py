@@ -123,8 +123,15 @@ class JobState:
             if len(offs) == 1:
                 offsets[nk] = offs.pop()
         assumed: set[str] = set()
-        if len(nodes) == 1:
-            (only,) = nodes
+        # Folders whose ranks are all global (rank3.log, DeepSpeed's rank_logs/..._rank1.log) are
+        # no other node for local ranks: when one folder alone needs local -> global, it is the
+        # job's single launching node, and local = global there.
+        needs = {r.info.node_key or "" for r in self.results.values()
+                 if any(kind == "l" for keys in r.keys_seen.values() for kind, _ in keys)
+                 or any(f.local_rank is not None and f.rank is None for f in r.findings)}
+        cands = nodes if len(nodes) == 1 else needs
+        if len(cands) == 1:
+            (only,) = cands
             if only not in offsets and not maps.get(only):
                 offsets[only] = 0
                 assumed.add(only)
@@ -211,6 +218,8 @@ class JobState:
                 keep.count = max(keep.count, other.count)
                 best[k] = keep
         out = list(best.values())
+        ranked = {(f.attempt, f.signature, f.text) for f in out if f.rank is not None}
+        out = [f for f in out if f.rank is not None or (f.attempt, f.signature, f.text) not in ranked]
         out.sort(key=lambda f: f.sort_key())
         return out
 

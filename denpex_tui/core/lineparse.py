@@ -167,7 +167,7 @@ FORMATS: tuple[PrefixFormat, ...] = (
     ),
     PrefixFormat(
         "pdsh",
-        re.compile(r"(?P<host>localhost|[A-Za-z][A-Za-z0-9._-]{0,62}?\d[A-Za-z0-9._-]{0,62}|[a-z][a-z0-9_]*-[a-z0-9_-]+): (?=\S)"),
+        re.compile(r"(?P<host>localhost|[A-Za-z][A-Za-z0-9._-]{0,62}?\d[A-Za-z0-9._-]{0,62}|[a-z][a-z0-9_]*-[a-z0-9_-]+): (?=\s*\S)"),
         ("c000001: [rank0]: Traceback (most recent call last):", "worker-1: [2024-01-01 10:00:00,000] [INFO] x"),
         guard=_not_a_word,
     ),

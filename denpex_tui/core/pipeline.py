@@ -48,6 +48,7 @@ _BACKSCAN_LINES = 400
 _LASTLINE_BYTES = 1 << 20
 _MAX_MARKERS_PER_KEY = 64
 _MAX_UNKNOWN = 5
+_LAUNCHER_LINES = ("slurmstepd", "srun: ", "pdsh@", "mpirun ", "--------------------------------------------------------------------------")
 _ERROR_WORD = re.compile(r"(?i)\b(?:" + "|".join(re.escape(w) for w in ERROR_WORDS) + r")")
 _NOT_ERROR_LEVELS = ("info", "debug", "warning")
 
@@ -179,6 +180,8 @@ class SourceProcessor(TracebackMixin, FailureReportMixin):
     def _rank_of(self, pre) -> tuple[int | None, int | None]:
         """(global rank, local rank) of a line, as far as the line and its file tell."""
         info = self.info
+        if pre.text.startswith(_LAUNCHER_LINES):
+            return None, None  # slurmstepd/srun lines come through task 0's label: the launcher's
         local = pre.local_rank if pre.local_rank is not None else info.local_rank
         if pre.rank is not None:
             g = pre.rank
@@ -206,7 +209,8 @@ class SourceProcessor(TracebackMixin, FailureReportMixin):
         pre = parse_line(st.text, self.year_hint)
         text = pre.text
         key = self._stream_key(pre)
-        if self.info.kind == "console" and key is None:
+        if self.info.kind == "console" and (key is None or key[0] == "h"):
+            # torchelastic's failure report is the agent's (through pdsh, with its host label)
             if self.fb_active:
                 self._fb_line(text, st.text, lineno, off)
                 return
@@ -422,8 +426,8 @@ class SourceProcessor(TracebackMixin, FailureReportMixin):
             key = self._stream_key(pre)
             if key is None and pre.rank is not None:
                 key = ("g", pre.rank)  # a rank named in the text ([rank3]:, DeepSpeed's [Rank 3])
-            if key in found:
-                continue
+            if key in found or pre.text.startswith(_LAUNCHER_LINES):
+                continue  # (a launcher line relayed through a task's label is not that rank's)
             if self.info.kind == "console" and key is None:
                 continue
             t = pre.time

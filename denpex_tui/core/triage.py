@@ -38,7 +38,7 @@ from typing import Callable
 from .catalog import Catalog
 from .clocks import ClockCheck, check_clocks
 from .firstwarn import WARNING_WINDOW, first_warning
-from .hang import agent_terminated, hang_incident, launcher_incident
+from .hang import agent_terminated, external_stop_incident, hang_incident, launcher_incident
 from .job import JobState
 from .matcher import tier_of
 from .model import Finding, Incident, iso
@@ -58,7 +58,9 @@ _CONSEQUENCE = re.compile(
     r"|because (?:another|a remote|some other|the other) (?:process|rank|worker|peer)|remote (?:worker|process|peer) "
     r"(?:crash|exit|died|fail)|peer (?:closed|reset|died|exited)|socket (?:closed|timeout)|shutting down because"
     r"|\bterminated? by (?:the )?(?:agent|launcher)|caused by an exception on (?:one of the|another) ranks?"
+    r"|\bgot signal: \d{1,2}\b"
 )
+_ARRIVAL = re.compile(r"failed to pass monitoredBarrier")
 _BLAMES = re.compile(
     r"Ranks? (?P<ranks>\d{1,7}(?:, ?\d{1,7})*) failed to pass monitoredBarrier"
     r"|[Pp]lease check rank (?P<ranks2>\d{1,7}) logs? for (?:the )?faulty rank"
@@ -331,6 +333,9 @@ def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, c
                         hypotheses=hypotheses[:_MAX_HYPOTHESES])
 
     coll = [f for f in errs if f.rank is not None]
+    inc = external_stop_incident(attempt, errs, all_fs, ranks_seen, fentries, order.when, evidence, hypotheses)
+    if inc is not None:
+        return inc
     if blamed:
         inc = _blamed_incident(attempt, blamed, coll, lasts, catalog)
         if inc is not None:
@@ -345,7 +350,7 @@ def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, c
         extra = agent_terminated(attempt, ranks_seen, have, all_fs, fentries, inc.initiating)
         if extra:
             inc.collateral = sorted(inc.collateral + extra, key=lambda f: (f.rank if f.rank is not None else 1 << 30))
-            inc.evidence.append(f"ranks {rank_ranges([f.rank for f in extra])} were terminated by the agent "
+            inc.evidence.append(f"ranks {rank_ranges([f.rank for f in extra])} were terminated by the launcher "
                                 "before they printed an error of their own (collateral)")
     return inc
 
@@ -361,11 +366,23 @@ def _exitcode(f: Finding) -> int | None:
 def _blamed_incident(attempt, blamed: dict[int, Finding], coll, lasts, catalog) -> Incident | None:
     """A rank another rank's report names as the faulty one (PyTorch's monitored barrier,
     "please check rank N logs for faulty rank"), when the named rank's own log is not here."""
-    r = min(blamed)
+    blamers = {f.rank for f in blamed.values() if f.rank is not None}
+    cands = sorted(blamed, key=lambda r: (r in blamers, not _ARRIVAL.search(blamed[r].text), r))
+    r = cands[0]
     b = blamed[r]
     init = _entry(b, [b])
     init.rank, init.local_rank, init.role = r, None, "initiating"
-    init.title = f"Named as the faulty rank by rank {b.rank if b.rank is not None else '?'}'s {b.exc_type or b.title}"
+    if _ARRIVAL.search(b.text):
+        sig = catalog.get("dist.rank-stalled")
+        init.signature = "dist.rank-stalled"
+        init.title = sig.title if sig else "Rank stalled: its peers timed out waiting for it"
+        init.phase, init.family = (sig.phase, sig.family) if sig else ("any", "dist")
+        ll = lasts.get(r)
+        if ll is not None:  # its own last line, where it stopped
+            init.path, init.line, init.text_line, init.offset, init.text = ll.path, ll.line, ll.line, ll.offset, ll.text
+            init.time, init.node_key = ll.time, ll.node_key
+    else:
+        init.title = f"Named as the faulty rank by rank {b.rank if b.rank is not None else '?'}'s {b.exc_type or b.title}"
     init.fields = {**b.fields, "named_by": b.rank}
     collateral = []
     seen = set()
