@@ -88,7 +88,8 @@ def _assert_one_word(cmd: str, d: str) -> None:
     for bad in ("echo", "reboot", "id", "hi"):
         assert bad not in words, (bad, cmd)
     for w in words:
-        if any(part in w for part in re.split(r"[ ;$()`']+", name) if len(part) > 1):
+        # a word that holds a path with part of the hostile name must hold all of it
+        if "/" in w and any(part in w for part in re.split(r"[ ;$()`']+", name) if len(part) > 1):
             assert d in w, (w, cmd)
 
 

@@ -11,7 +11,7 @@ from denpex_tui.core.lineparse import strip_prefixes
 # The field names consumers know; a typo in a pack's group name would silently drop the field.
 KNOWN = {
     "rank", "blamed_rank", "blamed_ranks", "pid", "host", "exitcode", "signum", "signame",
-    "path", "peer", "status", "errno", "signal", "device", "is_localhost",
+    "path", "peer", "status", "errno", "signal", "device", "is_localhost", "local_rank", "tasks", "desc", "methods",
 }
 
 _GROUP = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")

@@ -85,6 +85,8 @@ _NUMERIC = re.compile(
     r"|\berrno(?: is|:| =|=| ) ?(?P<d>\d{1,4})\b"
     r"|\bfailed on \S+ error = (?P<e>\d{1,4})\b"
 )
+# The name runs to the line's last quote when it ends the line (a name may hold the quote).
+_QUOTED_TO_END = re.compile(r"""[:,]? ?(?:'(?P<q1>[^\n]{1,4096})'|"(?P<q2>[^\n]{1,4096})")\s*$""")
 _QUOTED_AFTER = re.compile(r"""[:,]? ?(?:'(?P<q1>[^']{1,4096})'|"(?P<q2>[^"]{1,4096})")""")
 _AIO_FILE = re.compile(r"\bfailed on (?P<p>\S{1,4096}) error = ")
 _ABS_PATH = re.compile(r"""(?<![\w.:/<])(?P<p>/(?:[\w.@%+=,~-]{1,255}/?){1,64})""")
@@ -105,7 +107,9 @@ def _path_near(text: str, end: int) -> str | None:
     """The path a failed call names: Python's quoted filename right after the strerror text,
     DeepSpeed aio's ``failed on FILE``, else the first absolute path in the line that is not a
     source file of a stack frame."""
-    m = _QUOTED_AFTER.match(text, end) if end >= 0 else None
+    m = _QUOTED_TO_END.match(text, end) if end >= 0 else None
+    if m is None and end >= 0:
+        m = _QUOTED_AFTER.match(text, end)
     if m:
         return m.group("q1") or m.group("q2")
     if end >= 0 and text[end : end + 3] in (": '", ': "'):
