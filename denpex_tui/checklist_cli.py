@@ -63,9 +63,31 @@ def cmd_checkpoints(args, _cfg) -> int:
 def cmd_footprint(args, _cfg) -> int:
     from denpex_tui.core.footprint import FootprintError, compute, judge, load_config, parse_count
 
+    params, world, cfg, notes = args.params, args.world_size, None, []
     try:
-        fp = compute(load_config(args.config), parse_count(args.params), args.world_size, args.nodes,
-                     optimizer=args.optimizer)
+        if args.from_logs:
+            from denpex_tui.core.footprint_logs import config_from_logs
+            from denpex_tui.core.sources import discover
+
+            files = [s.path for s in discover(list(args.from_logs)).sources if s.kind != "error-json"]
+            if not files:
+                raise InputError("no log files found in " + ", ".join(args.from_logs))
+            try:
+                cfg, lp, lw, notes = config_from_logs(files)
+            except (ValueError, OSError) as exc:
+                raise InputError(str(exc)) from None
+            params = params if params is not None else lp
+            world = world if world is not None else lw
+        if args.config:
+            cfg = load_config(args.config)
+        if cfg is None:
+            raise InputError("footprint needs --config ds_config.json or --from-logs PATH")
+        if params is None:
+            raise InputError("the parameter count is not in the logs: give --params N")
+        if world is None:
+            raise InputError("the world size is not in the logs: give --world-size W")
+        fp = compute(cfg, parse_count(params), world, args.nodes, optimizer=args.optimizer)
+        fp.notes[:0] = notes
     except FootprintError as exc:
         raise InputError(str(exc)) from None
     if not args.no_measure:
@@ -352,9 +374,11 @@ def add_parsers(sub) -> None:
     c.set_defaults(func=_guard(cmd_checkpoints))
 
     f = sub.add_parser("footprint", help="ZeRO-Infinity NVMe swap bytes per rank and node vs free space on nvme_path")
-    f.add_argument("--config", required=True, metavar="ds_config.json", help="the DeepSpeed config")
-    f.add_argument("--params", required=True, metavar="N", help="parameter count: 7e9, 7B, 125M")
-    f.add_argument("--world-size", required=True, type=int, metavar="W", help="number of ranks")
+    f.add_argument("--config", metavar="ds_config.json", help="the DeepSpeed config")
+    f.add_argument("--from-logs", nargs="+", metavar="PATH",
+                   help="read the config echo, parameter count and world size the logs print instead")
+    f.add_argument("--params", metavar="N", help="parameter count: 7e9, 7B, 125M")
+    f.add_argument("--world-size", type=int, metavar="W", help="number of ranks")
     f.add_argument("--nodes", type=int, metavar="N", help="number of nodes (for the per-node figure)")
     f.add_argument("--optimizer", metavar="NAME", help="optimizer when the config has none (a client optimizer)")
     f.add_argument("--no-measure", action="store_true", help="do not measure nvme_path on this node")
