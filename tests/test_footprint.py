@@ -143,3 +143,22 @@ def test_from_corpus_logs_without_offload():
     assert r.returncode == 2 and "offloads nothing" in r.stderr
     nolog = _cli("--from-logs", str(CORPUS / "clean_run"), "--params", "1e6")
     assert nolog.returncode == 2 and "config echo" in nolog.stderr
+
+
+def test_the_real_enospc_job_did_not_fit_its_tmpfs():
+    from denpex_tui.core.footprint_logs import config_from_logs
+
+    fix = ROOT / "tests" / "fixtures" / "footprint"
+    files = sorted(str(p) for p in (fix / "zero3_nvme_enospc").rglob("*.log"))
+    # it died in its first swap, before DeepSpeed printed its config: the optimizer swapper's dump
+    # (A8) is what there is; the parameter swapper printed before the log level was set
+    cfg, params, world, where = config_from_logs(files)
+    assert params is None and world is None
+    assert cfg["zero_optimization"]["offload_optimizer"]["nvme_path"] == "/local_nvme"
+    assert any("offload_param: not in the logs" in w for w in where)
+    fp = compute(cfg, 2_097_152, 2, 1, optimizer="Adam")
+    size = (fix / "zero3_nvme_enospc" / "df_h.txt").read_text().splitlines()[1].split()[1]
+    assert size == "12M"
+    judge(fp, {"/local_nvme": {"bytes_free": 12 << 20, "inodes_free": None, "fs_class": "memory"}})
+    # optimizer state + gradients of 2 ranks: 32 MiB (the parameters' 8 MiB more), on 12 MiB
+    assert fp.nvme_paths[0]["fits"] is False and fp.per_node["nvme_bytes"] == 32 << 20

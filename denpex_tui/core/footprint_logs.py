@@ -36,9 +36,15 @@ _MEG = re.compile(r"number of parameters on \(tensor, pipeline\) model parallel 
 _LIGHT = re.compile(r"^\s*([\d.]+)\s*([KMBT]?)\s+Total params\b")
 _PLAIN = re.compile(r"\b(\d{4,})\s+(?:trainable\s+)?parameters\b")
 _MAX_LINE = 64 << 10
+_OBJ = re.compile(r"print_object\]\s+(\w+):\s*$")  # swap_tensor/utils.py print_object, rank 0 (A8)
+_SWAPPERS = {"AsyncPartitionedParameterSwapper", "PartitionedOptimizerSwapper", "PipelinedOptimizerSwapper"}
+_SPACED_KV = re.compile(r"(\w+)=((?:PosixPath\()?'[^']*'\)?|\S+)")
 
 
 def _value(v: str):
+    v = v.rstrip(",")
+    if re.match(r"^\d{1,3}(?:,\d{3})+$", v):  # 100,000,000 (older DeepSpeed)
+        v = v.replace(",", "")
     m = re.match(r"^(?:PosixPath\()?'([^']*)'\)?$", v)
     if m:
         return m.group(1)
@@ -82,11 +88,22 @@ def config_from_logs(paths: list[str]) -> tuple[dict, int | None, int | None, li
     params = None
     meg: dict[tuple[int, int], int] = {}
     where: list[str] = []
+    swappers: dict[str, dict] = {}
     for path in paths:
+        block = None
         with open(path, "rb") as fh:
             for n, raw in enumerate(fh, 1):
                 text = safe_line(raw.rstrip(b"\r\n")[:_MAX_LINE]).text
+                b = _OBJ.search(text)
+                if b:
+                    block = b.group(1)
+                    continue
                 m = _ECHO.search(text)
+                if m and block in _SWAPPERS and "print_object" in text:
+                    swappers.setdefault(block, {}).setdefault(m.group(1), (m.group(2), f"{path}:{n}"))
+                    continue
+                if "print_object" not in text:
+                    block = None
                 if m and m.group(1) in _KEYS and m.group(1) not in echo:
                     echo[m.group(1)] = (m.group(2), f"{path}:{n}")
                     continue
@@ -107,8 +124,10 @@ def config_from_logs(paths: list[str]) -> tuple[dict, int | None, int | None, li
         params = sum(meg.values())
         where.append(f"parameters: the sum over {len(meg)} model-parallel ranks' Megatron counts")
     if "zero_config" not in echo:
-        raise ValueError("no DeepSpeed config echo (zero_config ....) in these logs: DeepSpeed prints it at INFO "
-                         "on rank 0 (\"log_level\": \"info\"); use --config")
+        if not swappers:
+            raise ValueError("no DeepSpeed config echo (zero_config ....) in these logs: DeepSpeed prints it at "
+                             "INFO on rank 0 (\"log_level\": \"info\"); use --config")
+        return _from_swappers(swappers, echo, params, where)
     zero_text, src = echo["zero_config"]
     where.append(f"zero_config from {src}")
     zero: dict = {}
@@ -140,3 +159,31 @@ def config_from_logs(paths: list[str]) -> tuple[dict, int | None, int | None, li
         world = int(echo["world_size"][0].strip())
         where.append(f"world_size from {echo['world_size'][1]}")
     return cfg, params, world, where
+
+
+def _from_swappers(swappers: dict, echo: dict, params, where: list[str]):
+    """No config echo (a run that died in its first swap, before the engine printed it): the
+    swappers' own dumps. NVMe swapping exists only in ZeRO stage 3."""
+    zero: dict = {"stage": 3}
+    cfg: dict = {"zero_optimization": zero}
+    for name, obj in swappers.items():
+        key = "offload_param" if name == "AsyncPartitionedParameterSwapper" else "offload_optimizer"
+        if "swap_config" in obj:
+            text, src = obj["swap_config"]
+            zero[key] = {m.group(1): _value(m.group(2)) for m in _SPACED_KV.finditer(text)}
+            where.append(f"{key} from DeepSpeed's {name} dump at {src}")
+        if "aio_config" in obj and "aio" not in cfg:
+            try:
+                cfg["aio"] = ast.literal_eval(obj["aio_config"][0])
+            except (ValueError, SyntaxError):
+                pass
+        folder = obj.get("swap_folder", ("", ""))[0]
+        dt = re.search(r"/zero_stage_3/(\w+?)params/", folder)
+        if key == "offload_param" and dt:
+            cfg["bf16" if dt.group(1) == "bfloat16" else "fp16"] = {"enabled": dt.group(1) in ("float16", "bfloat16")}
+    if "offload_param" not in zero:
+        where.append("offload_param: not in the logs (its swapper prints before DeepSpeed's log level is set); "
+                     "parameters not counted: use --config for them")
+    if "optimizer_name" in echo and echo["optimizer_name"][0].strip() not in ("None", ""):
+        cfg["optimizer"] = {"type": echo["optimizer_name"][0].strip()}
+    return cfg, params, None, where
