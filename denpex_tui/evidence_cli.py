@@ -55,7 +55,7 @@ def make_bundle(paths: list[str], out: str, *, with_env: bool = False, sig_dirs=
 
     from denpex_tui.core.evidence import _findings_to_excerpt, write_bundle
     from denpex_tui.core.scan import read_tail
-    from denpex_tui.core.triage import _first_warning
+    from denpex_tui.core.firstwarn import first_warning as _first_warning
     from denpex_tui.core.verify import VerifyError, baseline_from_scan
     from denpex_tui.render.report import make_console, print_scan
 

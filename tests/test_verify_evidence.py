@@ -200,3 +200,10 @@ def test_evidence_of_the_real_nvme_enospc(tmp_path):
     texts = {p.name: p.read_text() for p in (out / "excerpts").iterdir()}
     mine = [t for n, t in texts.items() if n.startswith("rank1-")]
     assert any("file_offset + buffer nbytes > file bytes 4194304 > 0" in t for t in mine)
+
+
+def test_the_real_nvme_enospc_is_diagnosed():
+    doc = json.loads(_denpex("scan", "--json", "--no-measure", NVME_FAIL).stdout)
+    inc = doc["incidents"][0]
+    assert inc["initiating"]["rank"] == 1 and inc["initiating"]["signature"] == "deepspeed.swap-short-file"
+    assert {c["rank"] for c in inc["collateral"]} == {0}

@@ -19,6 +19,7 @@ from textual.widgets import Footer, Input, Static
 
 from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.model import Finding
+from denpex_tui.core.text import safe_str
 from denpex_tui.live.engine import Engine, FindingEvent, IncidentEvent, LinesEvent
 from denpex_tui.live.proctable import ProcessEvent
 from denpex_tui.live.sources import SourceEvent
@@ -30,6 +31,7 @@ from .feed import feed
 from .messages import EngineBatch, EngineDone, FixReady, Measured, ProbeUpdate
 from .model import WatchState
 from .probing import ProbeLoop
+from .remote import RemoteProbeLoop, rank_processes, skew_note
 from .theming import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from .widgets.findings import FindingList
 from .widgets.fixpanel import FixPanel
@@ -59,6 +61,7 @@ class WatchOptions:
     clock: Callable[[], float] = time.time
     probe_interval: float = 5.0
     max_stat_rate: float = 500.0  # the tailer's cap on metadata calls per second
+    probe_specs: list | None = None  # other nodes' probes (transports.ChannelSpec): app/remote.py
 
 
 class DenpexApp(WatchActions, App):
@@ -95,6 +98,10 @@ class DenpexApp(WatchActions, App):
         self.state.root = options.root
         self.probe = ProbeLoop(pids=options.pids, paths=options.probe_paths, discover=options.discover,
                                interval=options.probe_interval) if options.probes else None
+        if options.probe_specs:
+            self.probe = RemoteProbeLoop(options.probe_specs)
+        self._rank_procs: dict = {}
+        self._skew_note: str | None = None
         self.started = options.clock()
         self.pane = "log"
         self.engine_done = False
@@ -120,7 +127,7 @@ class DenpexApp(WatchActions, App):
         yield Static(id="panebar")
         with Horizontal(id="body"):
             with Vertical(id="side"):
-                yield RankTable(id="ranks")
+                yield RankTable(id="ranks", remote=bool(self.options.probe_specs))
                 yield FindingList(id="findings")
                 with VerticalScroll(id="gauges-box"):
                     yield Gauges(id="gauges")
@@ -157,6 +164,13 @@ class DenpexApp(WatchActions, App):
         self.set_interval(1.0, self._tick)
         self.theme_changed_signal.subscribe(self, lambda _t: self._refresh(force=True))
         self._refresh()
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information",  # type: ignore[override]
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every toast goes through core/text.py and is never parsed as markup: its text names
+        files, folders and pack commands ('[x=a:b]' in a title crashed the app)."""
+        super().notify(safe_str(message), title=safe_str(title), severity=severity,  # type: ignore[arg-type]
+                       timeout=timeout, markup=False)
 
     def on_unmount(self) -> None:
         self.engine.stop()
@@ -263,7 +277,7 @@ class DenpexApp(WatchActions, App):
         ranks = self.query_one(RankTable)
         if force:
             ranks._ranks = []
-        ranks.show(st.ranks, st.ages(now), st.stands_out(now))
+        ranks.show(st.ranks, st.ages(now), st.stands_out(now), self._rank_procs)
         inc = st.incident
         fl = self.query_one(FindingList)
         if force:
@@ -283,6 +297,11 @@ class DenpexApp(WatchActions, App):
             return
         g = self.query_one(Gauges)
         g.show(msg.snapshot, msg.path_trends, msg.proc_trends)
+        self._rank_procs = rank_processes(msg.snapshot)
+        note = skew_note(self.state.incident, getattr(msg.snapshot, "offsets", None))
+        if note and note != self._skew_note:
+            self._skew_note = note
+            self.notify(note, title="clocks", severity="warning", timeout=15)
         alert = g.critical_count()
         self._gauge_alert = f"✖ {alert} gauge{'s' if alert > 1 else ''} critical (5)" if alert else ""
         self._refresh()
@@ -308,7 +327,8 @@ class DenpexApp(WatchActions, App):
         self.post_message(FixReady(key, finding, data, diff, origin))
         if metrics is None and self.probe is not None and data.signature is not None:
             path = data.values.get("path") or data.values.get("ckpt_dir")
-            self.probe.measure(key, finding.signature, path, data.values.get("pid"))
+            self.probe.measure(key, finding.signature, path, data.values.get("pid"),
+                               rank=finding.rank, node=finding.node)
 
     async def on_fix_ready(self, msg: FixReady) -> None:
         if self._exit or not self.is_running:  # a worker message arriving while the app tears down

@@ -116,6 +116,17 @@ class Signature:
                 return True
         return False
 
+    def fields(self, text: str) -> dict[str, Any]:
+        """The named groups of the first pattern that matches (``(?P<path>...)``), as fields."""
+        for p in self.patterns:
+            m = p.search(text)
+            if m:
+                try:
+                    return {k: v for k, v in m.groupdict().items() if v is not None}
+                except AttributeError:
+                    return {}
+        return {}
+
     def affected(self, versions: dict[str, str]) -> bool | None:
         """Whether the versions printed in the logs fall in the affected range (None: unknown)."""
         if not self.affects_package or not self.affects_versions:

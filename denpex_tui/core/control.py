@@ -165,7 +165,7 @@ def _nodes(result) -> set[str]:
 
 def compare_with_control(failing, control, failing_paths: list[str], control_paths: list[str]) -> ControlReport:
     """``failing`` and ``control``: ScanResults of the two runs."""
-    from .triage import rank_ranges
+    from .ranks import rank_ranges
 
     from .lineparse import parse_level, parse_prefix
 

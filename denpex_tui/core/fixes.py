@@ -84,7 +84,9 @@ def incident_values(finding: Finding | None, job: JobState | None) -> dict[str, 
     v["rank"] = finding.rank
     v["node"] = finding.node
     v["line"] = finding.line or None
-    path = _path_from_text(finding.text)
+    # The detector read the path once (the errno detector's ``path`` field); the text is a
+    # fallback for catalog signatures that declare no named group.
+    path = finding.fields.get("path") or _path_from_text(finding.text)
     if job is not None:
         nvme = None
         saves = []

@@ -102,6 +102,7 @@ def finding_to_json(f: Finding) -> dict[str, Any]:
         "traceback_start": f.traceback_start,
         "chained": list(f.chained),
         "extra": json_value(f.extra),
+        "fields": json_value(f.fields),
         "builtin": f.builtin,
         "spans": [list(s) for s in f.spans],
     })
@@ -142,6 +143,7 @@ def finding_from_json(j: dict[str, Any]) -> Finding:
             traceback_start=j.get("traceback_start"),
             chained=list(j.get("chained") or []),
             extra=dict(j.get("extra") or {}),
+            fields=dict(j.get("fields") or {}),
             builtin=bool(j.get("builtin", True)),
             spans=tuple(tuple(s) for s in j.get("spans") or ()),
         )
@@ -162,6 +164,7 @@ def incident_to_json(inc: Incident) -> dict[str, Any]:
     d["same_cause"] = [finding_to_json(f) for f in inc.same_cause]
     d["first_warning"] = json_value(inc.first_warning)
     d["unmapped"] = list(inc.unmapped)
+    d["hypotheses"] = json_value(inc.hypotheses)
     return d
 
 
@@ -179,6 +182,7 @@ def incident_from_json(j: dict[str, Any]) -> Incident:
         evidence=[str(e) for e in j.get("evidence") or []],
         summary=str(j.get("summary") or ""),
         unmapped=[str(u) for u in j.get("unmapped") or []],
+        hypotheses=[dict(h) for h in j.get("hypotheses") or [] if isinstance(h, dict)],
     )
 
 

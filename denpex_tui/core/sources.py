@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .model import SourceInfo
+from .units import log_int
 
 __all__ = [
     "CHUNK",
@@ -60,7 +61,7 @@ def looks_like_log(name: str) -> bool:
 def _rotation_key(path: str) -> tuple:
     """Rotated copies are read oldest first: app.log.3.gz, app.log.2, app.log.1, app.log."""
     m = _ROTATED.search(os.path.basename(path))
-    n = int(m.group(1)) if m and m.group(1) else (1 if m else 0)
+    n = (log_int(m.group(1)) or 0) if m and m.group(1) else (1 if m else 0)
     base = _ROTATED.sub("", path) if m else path
     return (base, -n)
 
@@ -79,21 +80,23 @@ def classify(path: str, order: int = 0) -> SourceInfo:
         if _ATTEMPT.match(parts[i]):
             attempt_idx = i
             break
+    # a number out of range (4 301 digits) is not an attempt or a local rank: log_int says None
     if attempt_idx is not None and attempt_idx + 2 == len(parts) - 1 and parts[attempt_idx + 1].isdigit():
-        info.attempt = int(_ATTEMPT.match(parts[attempt_idx]).group(1))  # type: ignore[union-attr]
-        info.local_rank = int(parts[attempt_idx + 1])
-        run_dir = Path(*parts[:attempt_idx])  # <run_id>_<rand>
-        logs_dir = run_dir.parent
-        info.node_key = str(logs_dir.parent if logs_dir.name in ("logs", "log") else logs_dir)
-        return info
+        attempt, local_rank = log_int(parts[attempt_idx][len("attempt_"):]), log_int(parts[attempt_idx + 1])
+        if attempt is not None and local_rank is not None:
+            info.attempt, info.local_rank = attempt, local_rank
+            run_dir = Path(*parts[:attempt_idx])  # <run_id>_<rand>
+            logs_dir = run_dir.parent
+            info.node_key = str(logs_dir.parent if logs_dir.name in ("logs", "log") else logs_dir)
+            return info
     info.node_key = str(p.parent)
     m = _RANK_NAME.search(name)
     if m:
-        info.file_rank = int(m.group(1))
+        info.file_rank = log_int(m.group(1))
     else:
         m = _SLURM_TASK.match(name)
         if m:
-            info.file_rank = int(m.group(1))
+            info.file_rank = log_int(m.group(1))
     if info.kind != "error-json" and info.file_rank is None:
         info.kind = "console"
     return info

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from denpex_tui.core.catalog import load_catalog
-from denpex_tui.core.text import safe_str
+from denpex_tui.core.text import safe_json, safe_str
 
 from .engine import Engine, LinesEvent
 from .sources import SourceEvent
@@ -69,6 +69,7 @@ async def _follow(engine: Engine, as_json: bool) -> None:
             d = event_dict(engine, ev)
             if d is None:
                 continue
+            d = safe_json(d)  # node names, paths, warnings: every string through the one door
             out.write((json.dumps(d, ensure_ascii=False) if as_json else readable(d)) + "\n")
             out.flush()
 
@@ -90,7 +91,7 @@ def run_follow(args, sig_dirs: list[str]) -> int:
         raise UsageError("--follow needs a PATH or an --exec command")
     catalog = load_catalog(sig_dirs)
     for p in catalog.problems:
-        print(f"denpex: signatures: {p}", file=sys.stderr)
+        print(f"denpex: signatures: {safe_str(p)}", file=sys.stderr)
     if args.max_stat_rate <= 0:
         raise UsageError("--max-stat-rate must be a positive number of calls per second")
     engine = Engine(list(args.paths), catalog, execs=list(args.exec_cmds or []),
