@@ -21,7 +21,7 @@ def _json_out(obj) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
 
 
-def _console():
+def console():
     from denpex_tui.render.report import make_console
 
     return make_console()
@@ -53,7 +53,7 @@ def cmd_checkpoints(args, _cfg) -> int:
     else:
         from denpex_tui.render.checklist_view import print_checkpoints
 
-        print_checkpoints(rep, _console())
+        print_checkpoints(rep, console())
     return EXIT_OK if all(t.complete for t in rep.tags) and not rep.warnings else EXIT_FOUND
 
 
@@ -63,9 +63,31 @@ def cmd_checkpoints(args, _cfg) -> int:
 def cmd_footprint(args, _cfg) -> int:
     from denpex_tui.core.footprint import FootprintError, compute, judge, load_config, parse_count
 
+    params, world, cfg, notes = args.params, args.world_size, None, []
     try:
-        fp = compute(load_config(args.config), parse_count(args.params), args.world_size, args.nodes,
-                     optimizer=args.optimizer)
+        if args.from_logs:
+            from denpex_tui.core.footprint_logs import config_from_logs
+            from denpex_tui.core.sources import discover
+
+            files = [s.path for s in discover(list(args.from_logs)).sources if s.kind != "error-json"]
+            if not files:
+                raise InputError("no log files found in " + ", ".join(args.from_logs))
+            try:
+                cfg, lp, lw, notes = config_from_logs(files)
+            except (ValueError, OSError) as exc:
+                raise InputError(str(exc)) from None
+            params = params if params is not None else lp
+            world = world if world is not None else lw
+        if args.config:
+            cfg = load_config(args.config)
+        if cfg is None:
+            raise InputError("footprint needs --config ds_config.json or --from-logs PATH")
+        if params is None:
+            raise InputError("the parameter count is not in the logs: give --params N")
+        if world is None:
+            raise InputError("the world size is not in the logs: give --world-size W")
+        fp = compute(cfg, parse_count(params), world, args.nodes, optimizer=args.optimizer)
+        fp.notes[:0] = notes
     except FootprintError as exc:
         raise InputError(str(exc)) from None
     if not args.no_measure:
@@ -77,14 +99,14 @@ def cmd_footprint(args, _cfg) -> int:
     else:
         from denpex_tui.render.checklist_view import print_footprint
 
-        print_footprint(fp, _console())
+        print_footprint(fp, console())
     return EXIT_FOUND if any(e.get("fits") is False for e in fp.nvme_paths) else EXIT_OK
 
 
 # -- verify -------------------------------------------------------------------------------
 
 
-def _scan(paths, sig_dirs=None):
+def scan_logs(paths, sig_dirs=None):
     from denpex_tui.core.scan import scan_paths
 
     try:
@@ -133,7 +155,7 @@ def cmd_verify(args, cfg) -> int:
                 if sigs:
                     base.signatures = sigs
             else:
-                base = baseline_from_scan(_scan([args.from_], sig_dirs), sigs, args.from_)
+                base = baseline_from_scan(scan_logs([args.from_], sig_dirs), sigs, args.from_)
             if args.step is not None:
                 base.step = args.step
         elif args.step is not None:
@@ -145,120 +167,17 @@ def cmd_verify(args, cfg) -> int:
                              "logs) or --step N")
     except VerifyError as exc:
         raise InputError(str(exc)) from None
-    res = verify(_scan(paths, sig_dirs), base)
+    res = verify(scan_logs(paths, sig_dirs), base)
     if args.json:
         _json_out(res.to_json())
     else:
         from denpex_tui.render.checklist_view import print_verify
 
-        print_verify(res, _console())
+        print_verify(res, console())
     return EXIT_OK if res.ok else EXIT_FOUND
 
 
-# -- evidence -----------------------------------------------------------------------------
-
-
-def _run_env(cmd: list[str]):
-    def run() -> str:
-        import subprocess
-
-        try:
-            p = subprocess.run(cmd, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
-        except FileNotFoundError:
-            return f"{cmd[0]}: not found on this node\n"
-        except subprocess.TimeoutExpired:
-            return "gave no answer within 120 s\n"
-        from denpex_tui.core.text import safe_str
-
-        out = (p.stdout + p.stderr)[: 1 << 20].decode("utf-8", "replace")
-        return "\n".join(safe_str(x) for x in out.splitlines()) + f"\n(exit code {p.returncode})\n"
-
-    return run
-
-
-def _probe_now(result):
-    """The probe snapshot now for the paths the diagnosis names, and the differential of the
-    initiating finding when it has one."""
-    from denpex_tui.core.fixes import incident_values
-    from denpex_tui.probes.differential import differential, differential_kind
-    from denpex_tui.probes.sampler import Prober
-
-    ini = next((i.initiating for i in result.incidents if i.initiating), None)
-    values = incident_values(ini, result.job) if ini else {}
-    paths = [values[k] for k in ("dir", "ckpt_dir", "nvme_path") if values.get(k)]
-    snap = Prober(paths=list(dict.fromkeys(paths))).snapshot()
-    diff = None
-    if ini is not None and differential_kind(ini.signature):
-        sig = result.catalog.get(ini.signature)
-        items = [{"text": c.text, "condition": c.condition} for c in sig.checklist] if sig else []
-        try:
-            diff = differential(ini.signature, values.get("path") or values.get("dir"), snap, checklist=items)
-        except ValueError:
-            diff = None
-    return snap, diff
-
-
-def make_bundle(paths: list[str], out: str, *, with_env: bool = False, sig_dirs=None):
-    """Scan ``paths`` and write their evidence bundle to ``out``; returns (Bundle, ScanResult)."""
-    import io
-    import os
-
-    from denpex_tui.core.evidence import _findings_to_excerpt, write_bundle
-    from denpex_tui.core.scan import read_tail
-    from denpex_tui.core.firstwarn import first_warning as _first_warning
-    from denpex_tui.core.verify import VerifyError, baseline_from_scan
-    from denpex_tui.render.report import make_console, print_scan
-
-    result = _scan(paths, sig_dirs)
-    buf = io.StringIO()
-    print_scan(result, make_console(buf), measure=False)
-    firsts = {}
-    for _role, f in _findings_to_excerpt(result):
-        w = _first_warning(f, result.job, result.catalog, read_tail)
-        if w is not None and f.rank is not None:
-            firsts.setdefault(f.rank, w)
-    try:
-        baseline = baseline_from_scan(result, None, " ".join(paths)) if result.incidents else None
-    except VerifyError:
-        baseline = None
-    snap, diff = _probe_now(result)
-    env = None
-    if with_env:
-        import sys as _sys
-
-        py = [_sys.executable, "-m", "torch.utils.collect_env"]
-        env = {"nvidia-smi.txt": (["nvidia-smi"], _run_env(["nvidia-smi"])),
-               "collect_env.txt": (py, _run_env(py))}
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise InputError(f"{out}: exists and is not a folder (evidence never overwrites)")
-    try:
-        b = write_bundle(result, out, argv=["denpex", "evidence", *paths, "-o", out]
-                         + (["--with-env"] if with_env else []), diagnosis_text=buf.getvalue(),
-                         snapshot=snap, differential=diff, baseline=baseline, first_warnings=firsts, env=env)
-    except FileExistsError as exc:
-        raise InputError(str(exc)) from None
-    except OSError as exc:
-        raise InputError(f"{out}: {exc.strerror or exc}") from None
-    return b, result
-
-
-def cmd_evidence(args, cfg) -> int:
-    from rich.text import Text
-
-    from denpex_tui.core.units import human_bytes
-
-    sig_dirs = list(cfg.get("scan", {}).get("signatures", [])) + list(args.signatures or [])
-    b, result = make_bundle(list(args.paths), args.output, with_env=args.with_env, sig_dirs=sig_dirs)
-    con = _console()
-    con.print(Text(f"wrote {b.path}: {len(b.files)} files, {human_bytes(sum(b.files.values()))}", style="bold"))
-    for rel, n in sorted(b.files.items()):
-        con.print(Text(f"  {rel}  {human_bytes(n)}"))
-    for x in b.left_out:
-        con.print(Text("  left out: " + x, style="yellow"))
-    if not result.incidents:
-        con.print(Text("no failure found in these logs: the bundle holds the scan and the probe snapshot only",
-                       style="yellow"))
-    return EXIT_OK
+# -- evidence: denpex_tui/evidence_cli.py ---------------------------------------------------
 
 
 def scan_bundle(path: str, args) -> int:
@@ -280,7 +199,7 @@ def scan_bundle(path: str, args) -> int:
     else:
         from denpex_tui.render.report import print_scan
 
-        print_scan(result, _console(), verbose=args.verbose, measure=False)
+        print_scan(result, console(), verbose=args.verbose, measure=False)
     return EXIT_FOUND if result.incidents else EXIT_OK
 
 
@@ -321,11 +240,11 @@ def scan_extras(result, args) -> ScanExtras:
     if control_paths:
         from denpex_tui.core.control import compare_with_control
 
-        control = compare_with_control(result, _scan(control_paths), list(args.paths), control_paths)
+        control = compare_with_control(result, scan_logs(control_paths), list(args.paths), control_paths)
     if checkpoint_related(result) or runs:
         parts = [rhythm_of(result, " ".join(args.paths))]
         for r in runs:
-            parts.append(rhythm_of(_scan([r]), r))
+            parts.append(rhythm_of(scan_logs([r]), r))
         rhythm = combine(parts)
         if not rhythm.runs:
             rhythm = None
@@ -352,9 +271,11 @@ def add_parsers(sub) -> None:
     c.set_defaults(func=_guard(cmd_checkpoints))
 
     f = sub.add_parser("footprint", help="ZeRO-Infinity NVMe swap bytes per rank and node vs free space on nvme_path")
-    f.add_argument("--config", required=True, metavar="ds_config.json", help="the DeepSpeed config")
-    f.add_argument("--params", required=True, metavar="N", help="parameter count: 7e9, 7B, 125M")
-    f.add_argument("--world-size", required=True, type=int, metavar="W", help="number of ranks")
+    f.add_argument("--config", metavar="ds_config.json", help="the DeepSpeed config")
+    f.add_argument("--from-logs", nargs="+", metavar="PATH",
+                   help="read the config echo, parameter count and world size the logs print instead")
+    f.add_argument("--params", metavar="N", help="parameter count: 7e9, 7B, 125M")
+    f.add_argument("--world-size", type=int, metavar="W", help="number of ranks")
     f.add_argument("--nodes", type=int, metavar="N", help="number of nodes (for the per-node figure)")
     f.add_argument("--optimizer", metavar="NAME", help="optimizer when the config has none (a client optimizer)")
     f.add_argument("--no-measure", action="store_true", help="do not measure nvme_path on this node")
@@ -376,6 +297,8 @@ def add_parsers(sub) -> None:
     e.add_argument("-o", "--output", required=True, metavar="OUT", help="a new folder, or OUT.tar.gz")
     e.add_argument("--with-env", action="store_true", help="also run nvidia-smi and python -m torch.utils.collect_env")
     e.add_argument("--signatures", action="append", metavar="DIR", help="extra signature pack")
+    from denpex_tui.evidence_cli import cmd_evidence
+
     e.set_defaults(func=_guard(cmd_evidence))
 
 

@@ -184,3 +184,15 @@ def test_cli_json_shape_and_exit_codes(tmp_path):
 def test_not_a_directory_raises(tmp_path):
     with pytest.raises(CheckpointError):
         inspect_checkpoints(str(tmp_path / "missing"))
+
+
+def test_hostile_names_never_reach_the_terminal(tmp_path):
+    d = tmp_path / "ck\x1b]52;c;ZXZpbA==\x07"
+    shutil.copytree(FIX / "deepspeed", d)
+    (d / "global_step3" / "zero_pp_rank_0_mp_rank_00_optim_states.pt.tmp\x1b[2J").write_bytes(b"x")
+    (d / "latest").write_bytes(b"global_step3\x1b[31m")
+    r = _cli(str(d))
+    assert r.returncode == 1 and "\x1b" not in r.stdout and "\x07" not in r.stdout
+    assert "temporary" in r.stdout and "not a tag in this folder" in r.stdout
+    j = _cli(str(d), "--json")
+    assert "\x1b" not in j.stdout and "\x1b" not in j.stderr

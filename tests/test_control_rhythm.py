@@ -100,3 +100,13 @@ def test_scan_cli_control_and_rhythm():
     assert "not the same number of saves" in t.stdout
     clean = _scan("--json", str(CORPUS / "clean_run"))
     assert "rhythm" not in json.loads(clean.stdout) and "control" not in json.loads(clean.stdout)
+
+
+def test_control_on_the_real_nvme_enospc_pair():
+    fix = CORPUS.parent / "footprint"
+    a, b = scan_paths([str(fix / "zero3_nvme_enospc")], jobs=1), scan_paths([str(fix / "zero3_nvme_run")], jobs=1)
+    rep = compare_with_control(a, b, [str(fix / "zero3_nvme_enospc")], [str(fix / "zero3_nvme_run")])
+    assert rep.shape == []
+    r1 = next(r for r in rep.ranks if r.rank == 1)
+    assert "file_offset + buffer nbytes > file bytes 4194304 > 0" in r1.first_new.text
+    assert r1.new_before_error is None  # the write that hit ENOSPC printed nothing

@@ -106,3 +106,59 @@ def test_matches_what_a_real_zero3_nvme_run_wrote():
     assert fp.per_rank["param_bytes"] == total(lambda p: "params/rank0/" in p)
     assert fp.checkpoint_copy["per_rank"] == total(lambda p: "offloaded_tensors/rank00/" in p)
     assert fp.per_node["nvme_bytes"] == total(lambda p: p.startswith("<nvme>/"))
+
+
+def test_from_the_logs_of_the_real_run():
+    # the same real run's own logs (DeepSpeed's config echo at INFO, the script's parameter count)
+    from denpex_tui.core.footprint_logs import config_from_logs
+
+    logs = ROOT / "tests" / "fixtures" / "footprint" / "zero3_nvme_run"
+    files = sorted(str(p) for p in logs.rglob("*.log"))
+    cfg, params, world, where = config_from_logs(files)
+    assert params == 2_097_152 and world == 2
+    z = cfg["zero_optimization"]
+    assert z["stage"] == 3 and z["offload_param"]["nvme_path"] == "/local_nvme"
+    assert z["offload_param"]["buffer_size"] == 2_000_000 and z["offload_param"]["max_in_cpu"] == 0
+    assert z["offload_optimizer"]["device"] == "nvme" and cfg["aio"]["intra_op_parallelism"] == 1
+    assert cfg["bf16"] == {"enabled": False}
+    measured = compute(load_config(str(ROOT / "tests" / "fixtures" / "footprint" / "measured_zero3_nvme_cpu.json")),
+                       2_097_152, 2, 1, optimizer="Adam")
+    fp = compute(cfg, params, world, 1, optimizer="Adam")
+    assert fp.per_rank == measured.per_rank and fp.pinned_host_per_rank == measured.pinned_host_per_rank
+    r = _cli("--from-logs", str(logs), "--nodes", "1", "--optimizer", "Adam", "--no-measure", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["per_rank"]["nvme_bytes"] == 20_971_520
+
+
+def test_from_corpus_logs_without_offload():
+    from helpers import CORPUS
+
+    from denpex_tui.core.footprint_logs import config_from_logs
+
+    files = sorted(str(p) for p in (CORPUS / "deepspeed_enospc_checkpoint").rglob("stdout.log"))
+    cfg, params, world, _ = config_from_logs(files)
+    assert cfg["zero_optimization"]["stage"] == 2 and world == 4 and cfg["optimizer"]["type"] == "adamw"
+    assert "offload_param" not in cfg["zero_optimization"]
+    r = _cli("--from-logs", str(CORPUS / "deepspeed_enospc_checkpoint"), "--params", "1e6")
+    assert r.returncode == 2 and "offloads nothing" in r.stderr
+    nolog = _cli("--from-logs", str(CORPUS / "clean_run"), "--params", "1e6")
+    assert nolog.returncode == 2 and "config echo" in nolog.stderr
+
+
+def test_the_real_enospc_job_did_not_fit_its_tmpfs():
+    from denpex_tui.core.footprint_logs import config_from_logs
+
+    fix = ROOT / "tests" / "fixtures" / "footprint"
+    files = sorted(str(p) for p in (fix / "zero3_nvme_enospc").rglob("*.log"))
+    # it died in its first swap, before DeepSpeed printed its config: the optimizer swapper's dump
+    # (A8) is what there is; the parameter swapper printed before the log level was set
+    cfg, params, world, where = config_from_logs(files)
+    assert params is None and world is None
+    assert cfg["zero_optimization"]["offload_optimizer"]["nvme_path"] == "/local_nvme"
+    assert any("offload_param: not in the logs" in w for w in where)
+    fp = compute(cfg, 2_097_152, 2, 1, optimizer="Adam")
+    size = (fix / "zero3_nvme_enospc" / "df_h.txt").read_text().splitlines()[1].split()[1]
+    assert size == "12M"
+    judge(fp, {"/local_nvme": {"bytes_free": 12 << 20, "inodes_free": None, "fs_class": "memory"}})
+    # optimizer state + gradients of 2 ranks: 32 MiB (the parameters' 8 MiB more), on 12 MiB
+    assert fp.nvme_paths[0]["fits"] is False and fp.per_node["nvme_bytes"] == 32 << 20

@@ -180,3 +180,30 @@ def test_a_training_process_with_a_non_utf8_argv_does_not_break_the_bundle(tmp_p
     finally:
         proc.kill()
         proc.wait()
+
+
+NVME_FAIL = str(CORPUS.parent / "footprint" / "zero3_nvme_enospc")
+NVME_CLEAN = str(CORPUS.parent / "footprint" / "zero3_nvme_run")
+
+
+def test_verify_on_the_real_nvme_enospc_pair():
+    # the failure came before the first step: the rerun must print steps on every rank
+    ok = _denpex("verify", "deepspeed.swap-short-file", NVME_CLEAN, "--from", NVME_FAIL)
+    assert ok.returncode == 0, ok.stdout
+    bad = _denpex("verify", "deepspeed.swap-short-file", NVME_FAIL, "--from", NVME_FAIL, "--json")
+    assert bad.returncode == 1 and json.loads(bad.stdout)["still_there"][0]["rank"] == 1
+
+
+def test_evidence_of_the_real_nvme_enospc(tmp_path):
+    out = tmp_path / "nv"
+    assert _denpex("evidence", NVME_FAIL, "-o", str(out)).returncode == 0
+    texts = {p.name: p.read_text() for p in (out / "excerpts").iterdir()}
+    mine = [t for n, t in texts.items() if n.startswith("rank1-")]
+    assert any("file_offset + buffer nbytes > file bytes 4194304 > 0" in t for t in mine)
+
+
+def test_the_real_nvme_enospc_is_diagnosed():
+    doc = json.loads(_denpex("scan", "--json", "--no-measure", NVME_FAIL).stdout)
+    inc = doc["incidents"][0]
+    assert inc["initiating"]["rank"] == 1 and inc["initiating"]["signature"] == "deepspeed.swap-short-file"
+    assert {c["rank"] for c in inc["collateral"]} == {0}

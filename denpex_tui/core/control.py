@@ -141,12 +141,15 @@ def _time(text: str):
     return t.replace(tzinfo=None) if t is not None else None
 
 
-def _earliest(items):
-    """The earliest (time, ref): timed lines by time; an untimed file's line after them."""
+def _earliest(items, prefer: str | None = None):
+    """The earliest (time, ref): timed lines by time; among untimed files only, the one of the
+    rank's error (``prefer``) first, since their order cannot be known."""
     if not items:
         return None
     timed = [x for x in items if x[0] is not None]
-    return min(timed, key=lambda x: x[0])[1] if timed else items[0][1]
+    if timed:
+        return min(timed, key=lambda x: x[0])[1]
+    return next((x[1] for x in items if x[1].path == prefer), items[0][1])
 
 
 def _latest(items):
@@ -162,7 +165,7 @@ def _nodes(result) -> set[str]:
 
 def compare_with_control(failing, control, failing_paths: list[str], control_paths: list[str]) -> ControlReport:
     """``failing`` and ``control``: ScanResults of the two runs."""
-    from .triage import rank_ranges
+    from .ranks import rank_ranges
 
     from .lineparse import parse_level, parse_prefix
 
@@ -177,9 +180,11 @@ def compare_with_control(failing, control, failing_paths: list[str], control_pat
         rep.shape.append(f"nodes differ: {len(fn)} in the failing run, {len(cn)} in the control")
     roots = _roots(failing_paths) + _roots(control_paths)
     errors: dict[int, Any] = {}
-    for f in failing.findings:
-        if f.severity == "error" and f.rank is not None and f.rank not in errors:
-            errors[f.rank] = f
+    for own in (True, False):  # the rank's first error in its own files, else anywhere (a console)
+        for f in failing.findings:
+            if f.severity == "error" and f.rank is not None and f.rank not in errors \
+                    and (f.path in fr.get(f.rank, ()) or not own):
+                errors[f.rank] = f
     for rank in sorted(fr):
         if rank not in cr:
             continue
@@ -217,7 +222,7 @@ def compare_with_control(failing, control, failing_paths: list[str], control_pat
                 firsts.append(first)
             if last_before:
                 befores.append(last_before)
-        first_new = _earliest(firsts)
+        first_new = _earliest(firsts, err.path if err is not None else None)
         before = _latest(befores)
         err_ref = LineRef(err.path, err.text_line, err.text) if err is not None else None
         rep.ranks.append(RankDiff(rank, first_new, before, err_ref, total, new))

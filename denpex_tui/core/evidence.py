@@ -207,8 +207,11 @@ def write_bundle(result, out: str, *, argv: list[str], diagnosis_text: str, snap
     if as_tar:
         top = os.path.basename(final)[: -len(".tar.gz") if final.endswith(".tar.gz") else -len(".tgz")] or "evidence"
         tmp = final + ".part"
-        with tarfile.open(tmp, "w:gz") as tar:
-            tar.add(work, arcname=top)
+        with tarfile.open(tmp, "w:gz") as tar:  # diagnosis.json first: read back without reading the rest
+            tar.add(work, arcname=top, recursive=False)
+            first = ["diagnosis.json", "README.txt"]
+            for rel in first + sorted(x for x in os.listdir(work) if x not in first):
+                tar.add(os.path.join(work, rel), arcname=f"{top}/{rel}")
         os.replace(tmp, final)
         shutil.rmtree(work, ignore_errors=True)
     return b
@@ -253,7 +256,9 @@ def _readme(doc: dict, b: Bundle, snapshot, env) -> str:
 def _tar_doc(path: str) -> dict | None:
     try:
         with tarfile.open(path, "r:gz") as tar:
-            for m in tar.getmembers():
+            for i, m in enumerate(tar):  # a bundle lists it among its first files; never read a big archive
+                if i > 64:
+                    return None
                 if m.isfile() and (m.name == "diagnosis.json" or m.name.endswith("/diagnosis.json")) \
                         and m.name.count("/") <= 1 and m.size < (256 << 20):
                     fh = tar.extractfile(m)

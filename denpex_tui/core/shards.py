@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["SMALL", "TEMP", "file_problem", "walk", "check_files", "peer_sizes", "across_tags"]
 
 SMALL = 0.5  # a shard under half the size of its peers (or of itself in other tags) is suspect
-TEMP = re.compile(r"(?:\.tmp$|\.tmp\.|\.part$|\.partial$|\.incomplete$|^tmp[-_.]|^\.~|\.lock$)", re.I)
+TEMP = re.compile(r"(?:\.tmp(?![a-z0-9])|\.part$|\.partial$|\.incomplete$|^tmp[-_.]|^\.~|\.lock$)", re.I)
 _ZIPPED = (".pt", ".pth", ".bin", ".ckpt")
 
 

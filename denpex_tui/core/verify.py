@@ -119,6 +119,10 @@ def baseline_from_scan(result, signatures: list[str] | None, source: str) -> Bas
             step = _last_step(progs.get(rank, []))  # its stdout: the rank stopped at the failure
         where.append({"signature": f.signature, "rank": rank, "path": safe_str(f.path), "line": f.line, "step": step})
     steps = [w["step"] for w in where if w["step"] is not None]
+    if not steps and progs and all(p.last_step is None for ps in progs.values() for p in ps):
+        steps = [0]  # the run never printed a step: it failed before the first one
+        for w in where:
+            w["step"] = 0
     ranks = len({r for s in result.job.sources() for r in s.ranks}) or None
     return Baseline(list(dict.fromkeys(signatures)), max(steps) if steps else None, where, ranks, source)
 

@@ -135,7 +135,7 @@ def print_verify(res, con: Console) -> None:
 
 
 def print_rhythm(rh, con: Console) -> None:
-    from denpex_tui.core.triage import rank_ranges
+    from denpex_tui.core.ranks import rank_ranges
 
     con.print(Text("Rhythm: checkpoint saves each rank completed before the failure", style="bold"))
     for r in rh.runs:

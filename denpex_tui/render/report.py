@@ -166,12 +166,12 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
             if linked:
                 con.print(Text("  checklist, with the denpex command that answers each item:", style="bold"))
                 for r in linked:
-                    con.print(Text("    - " + r.text))
-                    t = Text("      $ " + r.command.text, style="green")
-                    if not r.command.complete:
-                        t.append("  (fill in " + ", ".join(f"<{m}>" for m in r.command.missing + r.command.refused) + ")",
-                                 style="yellow")
-                    con.print(t)
+                    head = Text("    - " + r.text)
+                    if not r.command.complete:  # on the item's line: the $ line is only the command
+                        head.append("  (fill in " + ", ".join(f"<{m}>" for m in r.command.missing + r.command.refused)
+                                    + ")", style="yellow")
+                    con.print(head)
+                    con.print(Text("      $ " + r.command.text, style="green"))
             if panel.commands:
                 con.print(Text("  verify (run these yourself; Denpex never runs them):", style="bold"))
                 for c in panel.commands:
