@@ -254,3 +254,18 @@ def test_probe_hosts_human_view_names_each_node_and_escapes_what_nodes_send():
     assert "n1" in out and "== node n1" in out and "/dev/shm" in out
     line = [ln for ln in out.splitlines() if ln.strip().startswith("evil")][0]
     assert "no-answer" in line and "\\x1b]0;owned" in line and "unreachable" in line
+
+
+def test_a_transport_that_ignores_sigterm_never_blocks_a_step(fleet_of):
+    fleet = fleet_of([sh("stubborn", "trap '' TERM; exec sleep 600"), sh("good", PROBE)],
+                     interval=0.3, answer_timeout=2.0)
+    proc = fleet.nodes["stubborn"].channel.proc
+    t_end = time.monotonic() + 20
+    while time.monotonic() < t_end and proc.poll() is None:
+        t0 = time.monotonic()
+        fleet.step(0.1)
+        assert time.monotonic() - t0 < 1.0  # the SIGTERM it ignores is not waited for
+    assert proc.poll() is not None and proc.returncode == -9  # SIGKILLed 2 s after the SIGTERM
+    st = fleet.nodes["stubborn"]
+    assert st.ended_kind == "no-answer" and "no snapshot in 2 s" in st.ended  # (and retried since)
+    assert status(fleet, "good") == "ok"

@@ -85,6 +85,7 @@ class Fleet:
         self.nodes: dict[str, NodeState] = {}
         self._owner: dict[str, ChannelSpec] = {}
         self.channels: list[Channel] = []
+        self.dying: list[Channel] = []  # ended, not reaped yet
         self.lines_read = 0
         self.stray_lines = 0  # lines of a labelled step without a task label
         self._frozen: dict[str, tuple[str, str]] | None = None
@@ -121,9 +122,10 @@ class Fleet:
                             if st.channel is None else self.status(st, now))
                         for n, st in self.nodes.items()}
         self._frozen_at = now
-        for ch in list(self.channels):
+        for ch in list(self.channels) + self.dying:
             ch.kill()
         self.channels.clear()
+        self.dying.clear()
         for st in self.nodes.values():
             st.channel = None
 
@@ -272,7 +274,15 @@ class Fleet:
         ch = st.channel
         self._ended(st, kind, why)
         if ch is not None and not any(s.channel is ch for s in self.nodes.values()):
-            ch.kill()
+            self._retire(ch)
+
+    def _retire(self, ch: Channel) -> None:
+        """End a channel without waiting for it: SIGTERM now, reaped (or SIGKILLed) later."""
+        ch.kill(wait=False)
+        if ch in self.channels:
+            self.channels.remove(ch)
+        if ch not in self.dying:
+            self.dying.append(ch)
 
     def _reap_and_deadlines(self) -> None:
         now = self.clock()
@@ -306,8 +316,7 @@ class Fleet:
                 self.channels.remove(ch)
                 continue
             if not users:
-                ch.kill()
-                self.channels.remove(ch)
+                self._retire(ch)
                 continue
             for st in users:
                 if st.last_snapshot_at is None or st.snapshots_this_run == 0:
@@ -320,9 +329,8 @@ class Fleet:
                     self._kill_for(st, "late", f"silent for {now - st.last_snapshot_at:.0f} s "
                                                "after streaming; restarted")
             if ch.spec.labelled and all(s.channel is not ch for s in users):
-                ch.kill()
-                if ch in self.channels:
-                    self.channels.remove(ch)
+                self._retire(ch)
+        self.dying = [ch for ch in self.dying if not ch.reap()]
         # retries: a labelled step's node alone, or its whole channel again
         due: dict[int, tuple[ChannelSpec, list[str]]] = {}
         for st in self.nodes.values():
