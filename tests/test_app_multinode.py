@@ -84,7 +84,18 @@ def test_watch_two_nodes_remote_fds_and_the_failing_ranks_own_node(failed_root, 
             assert diff.caveats[0].startswith("measured on node gpu-node-01, the rank's own node")
             fd_holders = [c for c in diff.candidates if c.cause == "deleted-open"]
             assert fd_holders  # an ENOSPC differential
-            assert diff.measured_at_unix <= time.time()
+            assert diff.measured_at_unix <= time.time() and diff.node == "gpu-node-01"
+            from textual.widgets import Static
+
+            from denpex_tui.app.widgets.fixpanel import FixPanel
+
+            def panel_text():
+                return "\n".join(str(w.render()) for w in app.query_one(FixPanel).query(Static))
+
+            t_end = time.monotonic() + 20
+            while time.monotonic() < t_end and "on node gpu-node-01" not in panel_text():
+                await pilot.pause(0.2)
+            assert "on node gpu-node-01" in panel_text()
 
     asyncio.run(main())
 

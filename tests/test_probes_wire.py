@@ -278,3 +278,12 @@ print("ok")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90,
                        cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_a_remote_differential_names_its_node(worker, tmp_path):
+    src = StreamSource("n7")
+    snap = src.feed(_remote_line(worker.pid, str(tmp_path)))
+    d = differential("os.emfile", None, snap, source=src, checklist=[])
+    assert d.node == "n7" and d.to_json()["node"] == "n7"
+    local = LocalSource(Prober(pids=[worker.pid], watch_shm=False))
+    assert differential("os.emfile", None, local.snapshot(), source=local, checklist=[]).node is None

@@ -26,6 +26,7 @@ from .wire import GARBAGE, OTHER_SCHEMA, WireError, parse_line
 
 class ProbeSource(Protocol):
     name: str
+    remote: bool  # readings of another node (never completed from this machine)
 
     def snapshot(self) -> Snapshot | None: ...
 
@@ -36,6 +37,8 @@ class ProbeSource(Protocol):
 
 class LocalSource:
     """This machine: a :class:`~.sampler.Prober`, ``sampler.read_path``, a bounded du walk."""
+
+    remote = False
 
     def __init__(self, prober=None, name: str | None = None) -> None:
         from .sampler import Prober
@@ -69,6 +72,8 @@ class StreamSource:
     arrived) and keeps the latest snapshot; it returns the snapshot, or raises
     :class:`~.wire.WireError` (garbage, another schema, invalid) after counting it. Every good
     line is also a clock sample: the node's sent time against the receive time."""
+
+    remote = True
 
     def __init__(self, name: str, skew=None) -> None:
         from .skew import SkewEstimator

@@ -121,7 +121,10 @@ class FixPanel(VerticalScroll):
         if data.affected is True:
             widgets.append(Static(Text("The version in these logs is in the affected range."), classes="fix-title"))
         if differential is not None:
-            widgets.append(Static(Text(f"Differential ({differential.note})"), classes="fix-head"))
+            on = f", on node {differential.node}" if getattr(differential, "node", None) else ""
+            widgets.append(Static(Text(f"Differential ({differential.note}{on})"), classes="fix-head"))
+            for c in getattr(differential, "caveats", ()):
+                widgets.append(Static(Text("  " + c), classes="fix-dim"))
             for c in differential.candidates:
                 t = Text(f"{VERDICT.get(c.verdict, c.verdict):<11} ", style="bold" if c.verdict == "likely" else "")
                 t.append(f"{c.title}: {c.evidence}")
