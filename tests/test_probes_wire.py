@@ -287,3 +287,14 @@ def test_a_remote_differential_names_its_node(worker, tmp_path):
     assert d.node == "n7" and d.to_json()["node"] == "n7"
     local = LocalSource(Prober(pids=[worker.pid], watch_shm=False))
     assert differential("os.emfile", None, local.snapshot(), source=local, checklist=[]).node is None
+
+
+def test_descriptive_fields_from_a_node_are_made_safe_paths_and_argv_kept_exact():
+    line = json.dumps({"schema": 1, "unix_time": 1.0, "host": "n1\x1b]0;x\x07",
+                       "processes": [{"pid": 5, "status": "running\x1b[2J", "error": "e\x9b",
+                                      "cmdline": ["python", "--x=\x1b[31m"]}],
+                       "paths": [{"path": "/ckpt/\x1b[1m", "fstype": "ext4\x1b[5m"}]})
+    s = parse_line(line)
+    assert "\x1b" not in s.host and "\x1b" not in s.processes[0].status
+    assert "\x9b" not in s.processes[0].error and "\x1b" not in s.paths[0].fstype
+    assert s.processes[0].cmdline[1] == "--x=\x1b[31m" and s.paths[0].path == "/ckpt/\x1b[1m"
