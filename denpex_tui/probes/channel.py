@@ -72,9 +72,5 @@ class Channel:
         except (ProcessLookupError, PermissionError):
             pass
 
-    @property
-    def finished(self) -> bool:
-        return self.open_pipes == 0 and self.proc.poll() is not None
-
 
 __all__ = ["Channel"]

@@ -86,7 +86,6 @@ class Fleet:
         self._owner: dict[str, ChannelSpec] = {}
         self.channels: list[Channel] = []
         self.dying: list[Channel] = []  # ended, not reaped yet
-        self.lines_read = 0
         self.stray_lines = 0  # lines of a labelled step without a task label
         self._frozen: dict[str, tuple[str, str]] | None = None
         self._frozen_at: float | None = None
@@ -193,7 +192,6 @@ class Fleet:
             del ch.out[:]
 
     def _line(self, ch: Channel, line: bytes, received: float) -> None:
-        self.lines_read += 1
         node = ch.spec.nodes[0]
         if ch.spec.labelled:
             m = _LABEL.match(line)

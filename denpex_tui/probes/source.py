@@ -3,7 +3,8 @@
 A :class:`ProbeSource` has three operations, and the differential and the gauges use nothing
 else, so they are pure functions of snapshots wherever those were taken:
 
-* ``snapshot()``: the latest :class:`Snapshot` (``None`` before the first one);
+* ``snapshot()``: a :class:`Snapshot` (a local source measures now; a stream source returns the
+  latest line it received, ``None`` before the first);
 * ``read_path(path)``: a reading of a path that the snapshot lacks;
 * ``du(mount_point)``: the allocated bytes under a filesystem (for the df-du gap).
 
@@ -45,14 +46,9 @@ class LocalSource:
 
         self.prober = prober if prober is not None else Prober()
         self.name = name or self.prober.host
-        self._last: Snapshot | None = None
 
     def snapshot(self) -> Snapshot:
-        self._last = self.prober.snapshot()
-        return self._last
-
-    def latest(self) -> Snapshot | None:
-        return self._last
+        return self.prober.snapshot()
 
     def read_path(self, path: str) -> PathReading:
         from .sampler import read_path
@@ -116,8 +112,6 @@ class StreamSource:
 
     def snapshot(self) -> Snapshot | None:
         return self._last
-
-    latest = snapshot
 
     def read_path(self, path: str) -> PathReading:
         """The node's reading of ``path``, or of the watched path it lies under when no mount
