@@ -119,10 +119,9 @@ def test_skew_note_on_a_real_four_node_incident():
     from denpex_tui.core.scan import scan_paths
     from denpex_tui.probes.skew import SkewEstimator
 
-    corpus = "/work/shared/corpus/deepspeed_enospc_checkpoint"
-    if not os.path.isdir(corpus):
-        pytest.skip("the shared corpus is not on this machine")
-    inc = scan_paths([corpus]).incidents[0]
+    from helpers import CORPUS
+
+    inc = scan_paths([str(CORPUS / "deepspeed_enospc_checkpoint")]).incidents[0]
     assert (inc.initiating.rank, inc.initiating.node) == (2, "node2")
     from denpex_tui.app.remote import skew_note
 
