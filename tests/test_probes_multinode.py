@@ -269,3 +269,51 @@ def test_a_transport_that_ignores_sigterm_never_blocks_a_step(fleet_of):
     st = fleet.nodes["stubborn"]
     assert st.ended_kind == "no-answer" and "no snapshot in 2 s" in st.ended  # (and retried since)
     assert status(fleet, "good") == "ok"
+
+
+def test_watch_through_a_real_slurm_step_shows_each_ranks_remote_process(slurm, tmp_path):
+    """watch over the local Slurm: one real srun step, each node's probe measuring the ranks
+    that run there (n1: ranks 0-3, n2: ranks 4-7; the demo job's logs name rank 5 failing)."""
+    import asyncio
+    import sys
+
+    from test_app_support import make_app, settle, write_failed_job
+
+    from denpex_tui.app.widgets.ranks import RankTable
+
+    root = write_failed_job(tmp_path / "run01")
+    ranks = [subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                              env=dict(os.environ, RANK=str(r), WORLD_SIZE="8")) for r in range(8)]
+    try:
+        job = slurm.job(nodes=2)
+        pids = {n: " ".join(str(ranks[r].pid) for r in rs) for n, rs in (("n1", range(4)), ("n2", range(4, 8)))}
+        remote = ["sh", "-c", f'case "$SLURMD_NODENAME" in n1) p="{pids["n1"]}";; *) p="{pids["n2"]}";; esac; '
+                  f'exec {DENPEX} probe --stream --json --interval 0.5 --pid $p']
+        [spec] = slurm_channels(job, nodes=(["n1", "n2"], "n[1-2]", "RUNNING"), remote=remote)
+        spec.env = slurm.env
+
+        async def main():
+            app = make_app(root, probes=True, probe_specs=[spec], probe_wait=40)
+            async with app.run_test(size=(200, 50)) as pilot:
+                await settle(app, pilot)
+                table = app.query_one(RankTable)
+                want = {"1": str(ranks[1].pid), "5": str(ranks[5].pid)}
+                t_end = time.monotonic() + 60
+                got = {}
+                while time.monotonic() < t_end:
+                    await pilot.pause(0.3)
+                    got = {r: table.get_cell(r, "pid").plain for r in want}
+                    if got == want:
+                        break
+                assert got == want
+                procs = app._rank_procs
+                assert procs[1].node == "n1" and procs[5].node == "n2"
+                assert procs[5].fds is not None and procs[5].fd_soft_limit
+                assert {n["node"]: n["status"] for n in app.query_one("#gauges").snapshot.nodes} == \
+                    {"n1": "ok", "n2": "ok"}
+
+        asyncio.run(main())
+    finally:
+        for p in ranks:
+            p.kill()
+            p.wait()
