@@ -73,6 +73,7 @@ def test_faulty_nodes_never_stall_the_merge(fleet_of):
     st = {n["node"]: n for n in fleet.node_json()}
     assert st["dead"]["status"] == "no-answer" and "Connection refused" in st["dead"]["detail"]
     assert st["banner"]["status"] == "ok" and st["banner"]["garbage_lines"] == 1
+    assert st["slow"]["answered_after_s"] >= 2.0 and st["good"]["answered_after_s"] < st["slow"]["answered_after_s"]
     assert "died mid-stream" in st["dies"]["detail"] and st["dies"]["snapshots"] >= 3
     assert "schema 2" in st["future"]["detail"] and "schema 1" in st["future"]["detail"]
     assert st["hang"]["status"] in ("connecting", "no-answer")  # no-answer after 6 s
@@ -317,3 +318,10 @@ def test_watch_through_a_real_slurm_step_shows_each_ranks_remote_process(slurm, 
         for p in ranks:
             p.kill()
             p.wait()
+
+
+def test_a_node_that_answers_late_is_ok_and_says_so(fleet_of):
+    fleet = fleet_of([sh("slow", f"sleep 2; exec {PROBE}")], interval=0.3, answer_timeout=20,
+                     late_after=1.0)
+    run_until(fleet, lambda: status(fleet, "slow") == "ok", 30, "the slow node's first snapshot")
+    assert "answered late: first snapshot after 2 s" in fleet.status(fleet.nodes["slow"])[1]

@@ -59,6 +59,7 @@ class NodeState:
     channel: "Channel | None" = None
     started_at: float | None = None  # monotonic, this attempt
     last_snapshot_at: float | None = None  # monotonic
+    answered_after: float | None = None  # seconds from the start of this attempt to its first snapshot
     snapshots_this_run: int = 0
     garbage_since_good: int = 0
     first_garbage: str | None = None
@@ -227,6 +228,8 @@ class Fleet:
                 st.first_garbage = f"{e}: {safe_str(line[:80].decode('utf-8', 'replace'))!s}"
             return
         st.last_snapshot_at = self.clock()
+        if st.snapshots_this_run == 0 and st.started_at is not None:
+            st.answered_after = st.last_snapshot_at - st.started_at
         st.snapshots_this_run += 1
         st.garbage_since_good = 0
         st.retries = 0
@@ -369,6 +372,8 @@ class Fleet:
             return ("garbage" if st.garbage_since_good else "late"), f"last snapshot {age:.0f} s ago{extra}"
         if st.garbage_since_good:
             return "ok", f"{st.garbage_since_good} garbage lines since the last snapshot"
+        if st.answered_after is not None and st.answered_after > self.late_after:
+            return "ok", f"answered late: first snapshot after {st.answered_after:.0f} s"
         return "ok", ""
 
     def settled(self) -> bool:
@@ -388,6 +393,7 @@ class Fleet:
                 "snapshots": st.source.snapshots, "garbage_lines": st.source.garbage,
                 "age_s": None if st.last_snapshot_at is None else round(now - st.last_snapshot_at, 3),
                 "retries": st.retries, "restarts": st.restarts,
+                "answered_after_s": None if st.answered_after is None else round(st.answered_after, 3),
                 "transport": (st.channel.spec.label if st.channel else self._owner[st.node].label),
                 "clock": off.to_json() if off else None,
                 "stderr": list(st.stderr),
