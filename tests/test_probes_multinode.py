@@ -324,4 +324,6 @@ def test_a_node_that_answers_late_is_ok_and_says_so(fleet_of):
     fleet = fleet_of([sh("slow", f"sleep 2; exec {PROBE}")], interval=0.3, answer_timeout=20,
                      late_after=1.0)
     run_until(fleet, lambda: status(fleet, "slow") == "ok", 30, "the slow node's first snapshot")
-    assert "answered late: first snapshot after 2 s" in fleet.status(fleet.nodes["slow"])[1]
+    import re
+
+    assert re.search(r"answered late: first snapshot after [2-9] s", fleet.status(fleet.nodes["slow"])[1])
