@@ -121,14 +121,16 @@ class FixPanel(VerticalScroll):
         if data.affected is True:
             widgets.append(Static(Text("The version in these logs is in the affected range."), classes="fix-title"))
         if differential is not None:
-            on = f", on node {differential.node}" if getattr(differential, "node", None) else ""
-            widgets.append(Static(Text(f"Differential ({differential.note}{on})"), classes="fix-head"))
-            for c in getattr(differential, "caveats", ()):
-                widgets.append(Static(Text("  " + c), classes="fix-dim"))
+            widgets.append(Static(Text(f"Differential ({differential.note})"), classes="fix-head"))
             for c in differential.candidates:
                 t = Text(f"{VERDICT.get(c.verdict, c.verdict):<11} ", style="bold" if c.verdict == "likely" else "")
                 t.append(f"{c.title}: {c.evidence}")
                 widgets.append(Static(t))
+
+            from denpex_tui.core.text import safe_str as _safe
+
+            for c in getattr(differential, "caveats", ()):  # e.g. the node it was measured on
+                widgets.append(Static(Text("  " + _safe(c)), classes="fix-dim"))
         if data.checklist:
             widgets.append(Static(Text("Checklist"), classes="fix-head"))
             for row in data.checklist:
