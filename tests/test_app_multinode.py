@@ -84,7 +84,18 @@ def test_watch_two_nodes_remote_fds_and_the_failing_ranks_own_node(failed_root, 
             assert diff.caveats[0].startswith("measured on node gpu-node-01, the rank's own node")
             fd_holders = [c for c in diff.candidates if c.cause == "deleted-open"]
             assert fd_holders  # an ENOSPC differential
-            assert diff.measured_at_unix <= time.time()
+            assert diff.measured_at_unix <= time.time() and diff.node == "gpu-node-01"
+            from textual.widgets import Static
+
+            from denpex_tui.app.widgets.fixpanel import FixPanel
+
+            def panel_text():
+                return "\n".join(str(w.render()) for w in app.query_one(FixPanel).query(Static))
+
+            t_end = time.monotonic() + 20
+            while time.monotonic() < t_end and "on node gpu-node-01" not in panel_text():
+                await pilot.pause(0.2)
+            assert "on node gpu-node-01" in panel_text()
 
     asyncio.run(main())
 
@@ -108,10 +119,9 @@ def test_skew_note_on_a_real_four_node_incident():
     from denpex_tui.core.scan import scan_paths
     from denpex_tui.probes.skew import SkewEstimator
 
-    corpus = "/work/shared/corpus/deepspeed_enospc_checkpoint"
-    if not os.path.isdir(corpus):
-        pytest.skip("the shared corpus is not on this machine")
-    inc = scan_paths([corpus]).incidents[0]
+    from helpers import CORPUS
+
+    inc = scan_paths([str(CORPUS / "deepspeed_enospc_checkpoint")]).incidents[0]
     assert (inc.initiating.rank, inc.initiating.node) == (2, "node2")
     from denpex_tui.app.remote import skew_note
 

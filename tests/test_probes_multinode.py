@@ -73,6 +73,7 @@ def test_faulty_nodes_never_stall_the_merge(fleet_of):
     st = {n["node"]: n for n in fleet.node_json()}
     assert st["dead"]["status"] == "no-answer" and "Connection refused" in st["dead"]["detail"]
     assert st["banner"]["status"] == "ok" and st["banner"]["garbage_lines"] == 1
+    assert st["slow"]["answered_after_s"] >= 2.0 and st["good"]["answered_after_s"] < st["slow"]["answered_after_s"]
     assert "died mid-stream" in st["dies"]["detail"] and st["dies"]["snapshots"] >= 3
     assert "schema 2" in st["future"]["detail"] and "schema 1" in st["future"]["detail"]
     assert st["hang"]["status"] in ("connecting", "no-answer")  # no-answer after 6 s
@@ -254,3 +255,75 @@ def test_probe_hosts_human_view_names_each_node_and_escapes_what_nodes_send():
     assert "n1" in out and "== node n1" in out and "/dev/shm" in out
     line = [ln for ln in out.splitlines() if ln.strip().startswith("evil")][0]
     assert "no-answer" in line and "\\x1b]0;owned" in line and "unreachable" in line
+
+
+def test_a_transport_that_ignores_sigterm_never_blocks_a_step(fleet_of):
+    fleet = fleet_of([sh("stubborn", "trap '' TERM; exec sleep 600"), sh("good", PROBE)],
+                     interval=0.3, answer_timeout=2.0)
+    proc = fleet.nodes["stubborn"].channel.proc
+    t_end = time.monotonic() + 20
+    while time.monotonic() < t_end and proc.poll() is None:
+        t0 = time.monotonic()
+        fleet.step(0.1)
+        assert time.monotonic() - t0 < 1.0  # the SIGTERM it ignores is not waited for
+    assert proc.poll() is not None and proc.returncode == -9  # SIGKILLed 2 s after the SIGTERM
+    st = fleet.nodes["stubborn"]
+    assert st.ended_kind == "no-answer" and "no snapshot in 2 s" in st.ended  # (and retried since)
+    assert status(fleet, "good") == "ok"
+
+
+def test_watch_through_a_real_slurm_step_shows_each_ranks_remote_process(slurm, tmp_path):
+    """watch over the local Slurm: one real srun step, each node's probe measuring the ranks
+    that run there (n1: ranks 0-3, n2: ranks 4-7; the demo job's logs name rank 5 failing)."""
+    import asyncio
+    import sys
+
+    from test_app_support import make_app, settle, write_failed_job
+
+    from denpex_tui.app.widgets.ranks import RankTable
+
+    root = write_failed_job(tmp_path / "run01")
+    ranks = [subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                              env=dict(os.environ, RANK=str(r), WORLD_SIZE="8")) for r in range(8)]
+    try:
+        job = slurm.job(nodes=2)
+        pids = {n: " ".join(str(ranks[r].pid) for r in rs) for n, rs in (("n1", range(4)), ("n2", range(4, 8)))}
+        remote = ["sh", "-c", f'case "$SLURMD_NODENAME" in n1) p="{pids["n1"]}";; *) p="{pids["n2"]}";; esac; '
+                  f'exec {DENPEX} probe --stream --json --interval 0.5 --pid $p']
+        [spec] = slurm_channels(job, nodes=(["n1", "n2"], "n[1-2]", "RUNNING"), remote=remote)
+        spec.env = slurm.env
+
+        async def main():
+            app = make_app(root, probes=True, probe_specs=[spec], probe_wait=40)
+            async with app.run_test(size=(200, 50)) as pilot:
+                await settle(app, pilot)
+                table = app.query_one(RankTable)
+                want = {"1": str(ranks[1].pid), "5": str(ranks[5].pid)}
+                t_end = time.monotonic() + 60
+                got = {}
+                while time.monotonic() < t_end:
+                    await pilot.pause(0.3)
+                    got = {r: table.get_cell(r, "pid").plain for r in want}
+                    if got == want:
+                        break
+                assert got == want
+                procs = app._rank_procs
+                assert procs[1].node == "n1" and procs[5].node == "n2"
+                assert procs[5].fds is not None and procs[5].fd_soft_limit
+                assert {n["node"]: n["status"] for n in app.query_one("#gauges").snapshot.nodes} == \
+                    {"n1": "ok", "n2": "ok"}
+
+        asyncio.run(main())
+    finally:
+        for p in ranks:
+            p.kill()
+            p.wait()
+
+
+def test_a_node_that_answers_late_is_ok_and_says_so(fleet_of):
+    fleet = fleet_of([sh("slow", f"sleep 2; exec {PROBE}")], interval=0.3, answer_timeout=20,
+                     late_after=1.0)
+    run_until(fleet, lambda: status(fleet, "slow") == "ok", 30, "the slow node's first snapshot")
+    import re
+
+    assert re.search(r"answered late: first snapshot after [2-9] s", fleet.status(fleet.nodes["slow"])[1])

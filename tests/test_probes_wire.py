@@ -248,3 +248,53 @@ def test_watch_refuses_local_probe_options_with_remote_nodes():
     r = subprocess.run([sys.executable, "-m", "denpex_tui", "watch", "/tmp", "--hosts", "n1", "--pid", "1"],
                        capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 2 and "--probe-cmd" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_the_fleet_opens_no_network_socket_itself():
+    """Denpex only starts the user's transports and reads their pipes: under a guard that fails
+    on any AF_INET/AF_INET6 socket in this process, a real fleet (one streaming node, one dead)
+    merges, and no UI library is imported on the way."""
+    code = f"""
+import socket, sys
+real = socket.socket
+class Guard(real):
+    def __init__(self, family=-1, *a, **k):
+        if family in (socket.AF_INET, socket.AF_INET6, -1):
+            raise AssertionError("network socket opened")
+        super().__init__(family, *a, **k)
+socket.socket = Guard
+from denpex_tui.probes.transports import template_channels
+from denpex_tui.probes.remote_cli import collect
+tpl = "sh -c 'if [ $0 = n1 ]; then exec {sys.executable} -m denpex_tui.probes.cli --stream --json --interval 0.2; else exit 255; fi' {{host}}"
+fleet = collect(template_channels(["n1", "n2"], tpl), wait=30)
+d = fleet.merged_json()
+st = {{n["node"]: n["status"] for n in d["nodes"]}}
+assert st == {{"n1": "ok", "n2": "no-answer"}}, st
+assert {{p["node"] for p in d["paths"]}} == {{"n1"}}
+bad = [m for m in sys.modules if m.split(".")[0] in ("textual", "rich")]
+assert not bad, bad
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90,
+                       cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_a_remote_differential_names_its_node(worker, tmp_path):
+    src = StreamSource("n7")
+    snap = src.feed(_remote_line(worker.pid, str(tmp_path)))
+    d = differential("os.emfile", None, snap, source=src, checklist=[])
+    assert d.node == "n7" and d.to_json()["node"] == "n7"
+    local = LocalSource(Prober(pids=[worker.pid], watch_shm=False))
+    assert differential("os.emfile", None, local.snapshot(), source=local, checklist=[]).node is None
+
+
+def test_descriptive_fields_from_a_node_are_made_safe_paths_and_argv_kept_exact():
+    line = json.dumps({"schema": 1, "unix_time": 1.0, "host": "n1\x1b]0;x\x07",
+                       "processes": [{"pid": 5, "status": "running\x1b[2J", "error": "e\x9b",
+                                      "cmdline": ["python", "--x=\x1b[31m"]}],
+                       "paths": [{"path": "/ckpt/\x1b[1m", "fstype": "ext4\x1b[5m"}]})
+    s = parse_line(line)
+    assert "\x1b" not in s.host and "\x1b" not in s.processes[0].status
+    assert "\x9b" not in s.processes[0].error and "\x1b" not in s.paths[0].fstype
+    assert s.processes[0].cmdline[1] == "--x=\x1b[31m" and s.paths[0].path == "/ckpt/\x1b[1m"

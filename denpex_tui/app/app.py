@@ -62,6 +62,7 @@ class WatchOptions:
     probe_interval: float = 5.0
     max_stat_rate: float = 500.0  # the tailer's cap on metadata calls per second
     probe_specs: list | None = None  # other nodes' probes (transports.ChannelSpec): app/remote.py
+    probe_wait: float = 20.0  # seconds for a node's first snapshot before it counts as no answer
 
 
 class DenpexApp(WatchActions, App):
@@ -99,7 +100,7 @@ class DenpexApp(WatchActions, App):
         self.probe = ProbeLoop(pids=options.pids, paths=options.probe_paths, discover=options.discover,
                                interval=options.probe_interval) if options.probes else None
         if options.probe_specs:
-            self.probe = RemoteProbeLoop(options.probe_specs)
+            self.probe = RemoteProbeLoop(options.probe_specs, answer_timeout=options.probe_wait)
         self._rank_procs: dict = {}
         self._skew_note: str | None = None
         self.started = options.clock()

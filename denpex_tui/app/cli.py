@@ -52,6 +52,14 @@ def run(args, cfg) -> int:
         except TransportError as e:
             print(f"denpex watch: {e}", file=sys.stderr)
             return 2
+        try:
+            wait = float(args.wait)
+            if not 0.5 <= wait <= 3600:
+                raise ValueError
+        except ValueError:
+            print(f"denpex watch: --wait: expected seconds between 0.5 and 3600, got {args.wait!r}",
+                  file=sys.stderr)
+            return 2
         if args.pids or args.probe_paths:
             print("denpex watch: --pid and --path measure this node; for the job's nodes put them "
                   "in --probe-cmd (it runs their denpex probe)", file=sys.stderr)
@@ -113,6 +121,7 @@ def run(args, cfg) -> int:
         theme=args.theme or watch_cfg.get("theme"), processes=not args.demo, probes=not args.no_probes,
         discover=False if args.demo else None, notice=notice, root=common_root(paths),
         max_stat_rate=args.max_stat_rate, probe_specs=specs,
+        probe_wait=float(args.wait) if specs else 20.0,
     )
     app = DenpexApp(opts, catalog)
     if writer is not None:

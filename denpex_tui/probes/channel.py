@@ -11,6 +11,7 @@ import os
 import selectors
 import signal
 import subprocess
+import time
 
 from .transports import ChannelSpec
 
@@ -30,6 +31,7 @@ class Channel:
             os.set_blocking(f.fileno(), False)
             sel.register(f, selectors.EVENT_READ, (self, kind))
         self.open_pipes = 2
+        self.term_at: float | None = None
 
     def close_pipe(self, f) -> None:
         try:
@@ -39,27 +41,36 @@ class Channel:
         f.close()
         self.open_pipes -= 1
 
-    def kill(self) -> None:
+    def kill(self, wait: bool = True) -> None:
+        """End its session: SIGTERM now; with ``wait``, SIGKILL after 2 s and reap. Without,
+        the caller calls :meth:`reap` later (the fleet's loop never waits for a process)."""
         for f in (self.proc.stdout, self.proc.stderr):
             if not f.closed:
                 self.close_pipe(f)
         if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)  # the session we started: ssh/srun and theirs
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                self.proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
+            if self.term_at is None:
+                self._signal(signal.SIGTERM)  # the session we started: ssh/srun and theirs
+                self.term_at = time.monotonic()
+            if wait:
                 try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                self.proc.wait()
+                    self.proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    self._signal(signal.SIGKILL)
+                    self.proc.wait()
 
-    @property
-    def finished(self) -> bool:
-        return self.open_pipes == 0 and self.proc.poll() is not None
+    def reap(self) -> bool:
+        """True once the process is gone; SIGKILL 2 s after a SIGTERM it ignored."""
+        if self.proc.poll() is not None:
+            return True
+        if self.term_at is not None and time.monotonic() - self.term_at > 2:
+            self._signal(signal.SIGKILL)
+        return False
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 __all__ = ["Channel"]

@@ -113,6 +113,7 @@ class Differential:
     checklist: list[ChecklistResult] = field(default_factory=list)
     metrics: dict[str, float | None] = field(default_factory=dict)
     caveats: list[str] = field(default_factory=list)
+    node: str | None = None  # the node whose readings these are (a remote source's name)
 
     def likely(self) -> list[Candidate]:
         return [c for c in self.candidates if c.verdict == LIKELY]
@@ -140,6 +141,7 @@ class Differential:
             "checklist": [c.to_json() for c in self.checklist],
             "metrics": {k: _r(v) for k, v in self.metrics.items()},
             "summary": self.summary(),
+            "node": self.node,
         }
 
 
@@ -414,6 +416,8 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
                      mount=pr.mount if pr else None, fstype=pr.fstype if pr else None,
                      metrics=metrics)
     d.measured_path = pr.measured_path if pr else None
+    if getattr(source, "remote", False):
+        d.node = source.name  # a remote node's stream
     if not reliable and kind == "enospc":
         d.caveats.append(
             f"{path or pr.path} does not exist on "

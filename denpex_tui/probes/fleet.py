@@ -59,6 +59,7 @@ class NodeState:
     channel: "Channel | None" = None
     started_at: float | None = None  # monotonic, this attempt
     last_snapshot_at: float | None = None  # monotonic
+    answered_after: float | None = None  # seconds from the start of this attempt to its first snapshot
     snapshots_this_run: int = 0
     garbage_since_good: int = 0
     first_garbage: str | None = None
@@ -85,7 +86,7 @@ class Fleet:
         self.nodes: dict[str, NodeState] = {}
         self._owner: dict[str, ChannelSpec] = {}
         self.channels: list[Channel] = []
-        self.lines_read = 0
+        self.dying: list[Channel] = []  # ended, not reaped yet
         self.stray_lines = 0  # lines of a labelled step without a task label
         self._frozen: dict[str, tuple[str, str]] | None = None
         self._frozen_at: float | None = None
@@ -121,9 +122,10 @@ class Fleet:
                             if st.channel is None else self.status(st, now))
                         for n, st in self.nodes.items()}
         self._frozen_at = now
-        for ch in list(self.channels):
+        for ch in list(self.channels) + self.dying:
             ch.kill()
         self.channels.clear()
+        self.dying.clear()
         for st in self.nodes.values():
             st.channel = None
 
@@ -191,7 +193,6 @@ class Fleet:
             del ch.out[:]
 
     def _line(self, ch: Channel, line: bytes, received: float) -> None:
-        self.lines_read += 1
         node = ch.spec.nodes[0]
         if ch.spec.labelled:
             m = _LABEL.match(line)
@@ -227,6 +228,8 @@ class Fleet:
                 st.first_garbage = f"{e}: {safe_str(line[:80].decode('utf-8', 'replace'))!s}"
             return
         st.last_snapshot_at = self.clock()
+        if st.snapshots_this_run == 0 and st.started_at is not None:
+            st.answered_after = st.last_snapshot_at - st.started_at
         st.snapshots_this_run += 1
         st.garbage_since_good = 0
         st.retries = 0
@@ -272,7 +275,15 @@ class Fleet:
         ch = st.channel
         self._ended(st, kind, why)
         if ch is not None and not any(s.channel is ch for s in self.nodes.values()):
-            ch.kill()
+            self._retire(ch)
+
+    def _retire(self, ch: Channel) -> None:
+        """End a channel without waiting for it: SIGTERM now, reaped (or SIGKILLed) later."""
+        ch.kill(wait=False)
+        if ch in self.channels:
+            self.channels.remove(ch)
+        if ch not in self.dying:
+            self.dying.append(ch)
 
     def _reap_and_deadlines(self) -> None:
         now = self.clock()
@@ -306,8 +317,7 @@ class Fleet:
                 self.channels.remove(ch)
                 continue
             if not users:
-                ch.kill()
-                self.channels.remove(ch)
+                self._retire(ch)
                 continue
             for st in users:
                 if st.last_snapshot_at is None or st.snapshots_this_run == 0:
@@ -320,9 +330,8 @@ class Fleet:
                     self._kill_for(st, "late", f"silent for {now - st.last_snapshot_at:.0f} s "
                                                "after streaming; restarted")
             if ch.spec.labelled and all(s.channel is not ch for s in users):
-                ch.kill()
-                if ch in self.channels:
-                    self.channels.remove(ch)
+                self._retire(ch)
+        self.dying = [ch for ch in self.dying if not ch.reap()]
         # retries: a labelled step's node alone, or its whole channel again
         due: dict[int, tuple[ChannelSpec, list[str]]] = {}
         for st in self.nodes.values():
@@ -363,6 +372,8 @@ class Fleet:
             return ("garbage" if st.garbage_since_good else "late"), f"last snapshot {age:.0f} s ago{extra}"
         if st.garbage_since_good:
             return "ok", f"{st.garbage_since_good} garbage lines since the last snapshot"
+        if st.answered_after is not None and st.answered_after > self.late_after:
+            return "ok", f"answered late: first snapshot after {st.answered_after:.0f} s"
         return "ok", ""
 
     def settled(self) -> bool:
@@ -382,6 +393,7 @@ class Fleet:
                 "snapshots": st.source.snapshots, "garbage_lines": st.source.garbage,
                 "age_s": None if st.last_snapshot_at is None else round(now - st.last_snapshot_at, 3),
                 "retries": st.retries, "restarts": st.restarts,
+                "answered_after_s": None if st.answered_after is None else round(st.answered_after, 3),
                 "transport": (st.channel.spec.label if st.channel else self._owner[st.node].label),
                 "clock": off.to_json() if off else None,
                 "stderr": list(st.stderr),

@@ -60,9 +60,6 @@ class SkewEstimator:
             d = self._samples[node] = deque(maxlen=self.window)
         d.append(received - sent)
 
-    def forget(self, node: str) -> None:
-        self._samples.pop(node, None)
-
     def offset(self, node: str) -> NodeOffset | None:
         d = self._samples.get(node)
         if not d:

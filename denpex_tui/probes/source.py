@@ -3,7 +3,8 @@
 A :class:`ProbeSource` has three operations, and the differential and the gauges use nothing
 else, so they are pure functions of snapshots wherever those were taken:
 
-* ``snapshot()``: the latest :class:`Snapshot` (``None`` before the first one);
+* ``snapshot()``: a :class:`Snapshot` (a local source measures now; a stream source returns the
+  latest line it received, ``None`` before the first);
 * ``read_path(path)``: a reading of a path that the snapshot lacks;
 * ``du(mount_point)``: the allocated bytes under a filesystem (for the df-du gap).
 
@@ -26,6 +27,7 @@ from .wire import GARBAGE, OTHER_SCHEMA, WireError, parse_line
 
 class ProbeSource(Protocol):
     name: str
+    remote: bool  # readings of another node (never completed from this machine)
 
     def snapshot(self) -> Snapshot | None: ...
 
@@ -37,19 +39,16 @@ class ProbeSource(Protocol):
 class LocalSource:
     """This machine: a :class:`~.sampler.Prober`, ``sampler.read_path``, a bounded du walk."""
 
+    remote = False
+
     def __init__(self, prober=None, name: str | None = None) -> None:
         from .sampler import Prober
 
         self.prober = prober if prober is not None else Prober()
         self.name = name or self.prober.host
-        self._last: Snapshot | None = None
 
     def snapshot(self) -> Snapshot:
-        self._last = self.prober.snapshot()
-        return self._last
-
-    def latest(self) -> Snapshot | None:
-        return self._last
+        return self.prober.snapshot()
 
     def read_path(self, path: str) -> PathReading:
         from .sampler import read_path
@@ -69,6 +68,8 @@ class StreamSource:
     arrived) and keeps the latest snapshot; it returns the snapshot, or raises
     :class:`~.wire.WireError` (garbage, another schema, invalid) after counting it. Every good
     line is also a clock sample: the node's sent time against the receive time."""
+
+    remote = True
 
     def __init__(self, name: str, skew=None) -> None:
         from .skew import SkewEstimator
@@ -111,8 +112,6 @@ class StreamSource:
 
     def snapshot(self) -> Snapshot | None:
         return self._last
-
-    latest = snapshot
 
     def read_path(self, path: str) -> PathReading:
         """The node's reading of ``path``, or of the watched path it lies under when no mount

@@ -16,6 +16,8 @@ import datetime as _dt
 import json
 from typing import Any
 
+from denpex_tui.core.text import safe_str
+
 from .readings import SCHEMA, DeletedFile, PathReading, ProcessReading, Snapshot
 
 MAX_LINE = 8 << 20  # a snapshot of 1000 processes is ~1 MiB
@@ -56,6 +58,13 @@ def _str(d: dict, k: str, limit: int = 4096) -> str | None:
     if not isinstance(v, str):
         raise WireError(INVALID, f"{k}: expected a string, got {type(v).__name__}")
     return v[:limit]
+
+
+def _word(d: dict, k: str, limit: int = 200) -> str | None:
+    """A descriptive field (status, error, role, fstype): shown as is by the views, so made safe
+    here (control characters escaped by core.text), unlike paths and argv, kept exact."""
+    v = _str(d, k, limit)
+    return None if v is None else safe_str(v)[:limit]
 
 
 def _bool(d: dict, k: str) -> bool | None:
@@ -116,8 +125,8 @@ def process_from_json(d: dict) -> ProcessReading:
     return ProcessReading(
         pid=pid, rank=_int(d, "rank"), local_rank=_int(d, "local_rank"),
         world_size=_int(d, "world_size"), cmdline=[a[:4096] for a in cmd[:1000]],
-        role=_str(d, "role") or "worker", create_time=_num(d, "create_time"),
-        readable=bool(_bool(d, "readable")), error=_str(d, "error"), status=_str(d, "status"),
+        role=_word(d, "role", 40) or "worker", create_time=_num(d, "create_time"),
+        readable=bool(_bool(d, "readable")), error=_word(d, "error"), status=_word(d, "status", 40),
         uid=_int(d, "uid"), fds=_int(d, "fds"), fd_soft_limit=_int(d, "fd_soft_limit"),
         fd_hard_limit=_int(d, "fd_hard_limit"), fds_by_kind=_int_map(d, "fds_by_kind"),
         deleted_open_files=_int(d, "deleted_open_files"),
@@ -138,12 +147,12 @@ def path_from_json(d: dict) -> PathReading:
         raise WireError(INVALID, "why: expected a list of strings")
     return PathReading(
         path=path, why=[w[:400] for w in why[:16]], exists=_bool(d, "exists"),
-        measured_path=_str(d, "measured_path"), mount=_str(d, "mount"), fstype=_str(d, "fstype", 200),
-        source=_str(d, "source"), fs_class=_str(d, "fs_class", 40), network_fs=_bool(d, "network_fs"),
+        measured_path=_str(d, "measured_path"), mount=_str(d, "mount"), fstype=_word(d, "fstype"),
+        source=_str(d, "source"), fs_class=_word(d, "fs_class", 40), network_fs=_bool(d, "network_fs"),
         readonly=_bool(d, "readonly"), bytes_total=_int(d, "bytes_total"),
         bytes_free=_int(d, "bytes_free"), bytes_reserved=_int(d, "bytes_reserved"),
         bytes_used=_int(d, "bytes_used"), inodes_total=_int(d, "inodes_total"),
-        inodes_free=_int(d, "inodes_free"), error=_str(d, "error"), is_shm=bool(_bool(d, "shm")),
+        inodes_free=_int(d, "inodes_free"), error=_word(d, "error"), is_shm=bool(_bool(d, "shm")),
         open_fds=_int(d, "open_fds"), deleted_open_bytes=_int(d, "deleted_open_bytes"),
         node=_str(d, "node", 253),
     )
@@ -175,7 +184,7 @@ def snapshot_from_json(d: Any) -> Snapshot:
     cost = _num(d, "cost_ms")
     procs = [process_from_json(p) for p in _list(d, "processes")]
     return Snapshot(
-        time=_time(d), host=_str(d, "host", 253) or "?",
+        time=_time(d), host=_word(d, "host", 253) or "?",
         processes=procs,
         paths=[path_from_json(p) for p in _list(d, "paths")],
         discovered=bool(procs) or "note" in d,

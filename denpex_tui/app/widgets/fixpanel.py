@@ -127,6 +127,11 @@ class FixPanel(VerticalScroll):
                 t = Text(f"{VERDICT.get(c.verdict, c.verdict):<11} ", style="bold" if c.verdict == "likely" else "")
                 t.append(safe_str(f"{c.title}: {c.evidence}"))  # the evidence names a realpath
                 widgets.append(Static(t))
+
+            from denpex_tui.core.text import safe_str as _safe
+
+            for c in getattr(differential, "caveats", ()):  # e.g. the node it was measured on
+                widgets.append(Static(Text("  " + _safe(c)), classes="fix-dim"))
         if data.checklist:
             widgets.append(Static(Text("Checklist"), classes="fix-head"))
             for row in data.checklist:

@@ -113,7 +113,8 @@ class Gauges(Static):
                     "no-answer", "exited", "other-schema", "garbage") else "gauges--warn"
                 t.append(f"▌node {node} · {status}", style=self._s(cls))
                 detail = (st or {}).get("detail")
-                t.append(f" {detail}\n" if detail and status != "ok" else "\n", style=self._s("gauges--dim"))
+                t.append(f" {safe_str(detail)}\n" if detail and status != "ok" else "\n",
+                         style=self._s("gauges--dim"))
                 for pr in paths:
                     self._path(t, pr, width)
                 for p in sorted(procs, key=lambda p: -(p.fd_used_pct or 0.0))[:MAX_PROCS]:
