@@ -65,8 +65,9 @@ HOSTILE_NAMES = ["a b;echo hi", "$(reboot)", "`id`", "it's", "-rf"]
 
 def _enospc_log(tmp_path: Path, name: str) -> tuple[Path, str]:
     """A log naming an existing directory called ``name`` (so probes measure that very path)."""
-    (tmp_path / name).mkdir(exist_ok=True)
-    d = str(tmp_path / name)
+    where = tmp_path / ("deep-checkpoint-folder-" * 6)  # a long path: a command is never cut short
+    (where / name).mkdir(parents=True, exist_ok=True)
+    d = str(where / name)
     log = tmp_path / "rank0.log"
     # failure-messages.md: a checkpoint save that hit ENOSPC, with the directory from the log
     log.write_text(f"[rank0]: OSError: [Errno 28] No space left on device: '{d}/global_step100/mp_rank_00_model_states.pt'\n")
