@@ -190,8 +190,9 @@ def _run(*args, stdin=None, timeout=120) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-def _follow_json(job: Path) -> bytes:
-    p = subprocess.Popen([sys.executable, "-m", "denpex_tui", "scan", "--follow", "--json", str(job)],
+def _follow_json(job: Path, pack: Path) -> bytes:
+    p = subprocess.Popen([sys.executable, "-m", "denpex_tui", "scan", "--follow", "--json", "--signatures", str(pack),
+                          str(job)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = b""
     end = time.monotonic() + 60
@@ -307,7 +308,7 @@ def test_hostile_names_and_lines_reach_no_output_raw(tmp_path_factory, folder, n
     check_json_doc(doc, "scan --json")
     assert doc["incidents"] and any("-rank7.log" in s["path"] for s in doc["sources"])
 
-    for line in check_plain(_follow_json(job), "follow --json").splitlines():
+    for line in check_plain(_follow_json(job, files["pack"]), "follow --json").splitlines():
         check_json_doc(json.loads(line), "follow --json")
 
     r = _run("probe", "--json", "--logs", job)
