@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -19,6 +20,7 @@ from pathlib import Path
 from denpex_tui import __version__
 
 log = logging.getLogger("denpex")
+log.addHandler(logging.NullHandler())  # without --debug, log.exception must not reach stderr (logging.lastResort)
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 
@@ -142,6 +144,12 @@ def cmd_scan(args, cfg) -> int:
     if not paths:
         raise UsageError("scan needs at least one PATH (a log file, a directory or a glob), or --demo")
     _check_since(args.since)
+    from denpex_tui.core.evidence import is_bundle  # an evidence bundle: its stored diagnosis
+
+    if len(paths) == 1 and is_bundle(paths[0]):
+        from denpex_tui.checklist_cli import scan_bundle
+
+        return scan_bundle(paths[0], args)
     try:
         result = scan_paths(
             paths,
@@ -159,15 +167,20 @@ def cmd_scan(args, cfg) -> int:
     if result.readable_sources == 0:
         _err("nothing could be read in " + ", ".join(paths))
         return EXIT_ERROR
+    from denpex_tui.checklist_cli import scan_extras  # --control and the failure's rhythm
+
+    extras = scan_extras(result, args)
     if args.json:
-        _json_out(result.to_json())
+        _json_out({**result.to_json(), **extras.json})
     else:
         from denpex_tui.render.report import make_console, print_scan
 
-        print_scan(result, make_console(), verbose=args.verbose, measure=not args.no_measure)
+        con = make_console()
+        print_scan(result, con, verbose=args.verbose, measure=not args.no_measure)
+        extras.print(con)
     if tmp is not None:
         tmp.cleanup()
-    return EXIT_FOUND if result.incidents else EXIT_OK
+    return EXIT_FOUND if result.incidents or result.job.unknown_lines() else EXIT_OK
 
 
 # -- explain ------------------------------------------------------------------------------
@@ -302,6 +315,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write a debug log to FILE (default: $XDG_STATE_HOME/denpex/debug.log); never to the screen",
     )
+    p.add_argument(
+        "--log-line-prefix-template",
+        metavar="T",
+        default=os.environ.get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE") or None,
+        help="the torchrun --log-line-prefix-template the job used (${role_name}, ${rank}, ${local_rank}, "
+        "${hostname}); default: $TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     s = sub.add_parser("scan", help="triage the logs of a job (finished or running)")
@@ -324,6 +344,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--verbose", "-v", action="store_true", help="also list warning-level findings")
     s.add_argument("--no-measure", action="store_true",
                    help="do not measure the failing path and local processes now (the ENOSPC/EMFILE differential)")
+    try:  # --control, --runs (checklist_cli)
+        from denpex_tui import checklist_cli
+
+        checklist_cli.add_scan_options(s)
+    except ImportError:  # pragma: no cover
+        pass
     s.set_defaults(func=cmd_scan)
 
     e = sub.add_parser("explain", help="explain a pasted traceback or log excerpt")
@@ -345,6 +371,12 @@ def build_parser() -> argparse.ArgumentParser:
         probe_cli.add_parser(sub)
         sub.choices["probe"].set_defaults(func=lambda a, _cfg: probe_cli.run(a))
     except ImportError:  # pragma: no cover - probes not built in this tree
+        pass
+    try:  # checkpoints, footprint, verify, evidence: the checklist items as commands
+        from denpex_tui import checklist_cli
+
+        checklist_cli.add_parsers(sub)
+    except ImportError:  # pragma: no cover
         pass
     try:
         from denpex_tui.app import cli as watch_cli
@@ -447,6 +479,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         _setup_debug(args.debug)
+        if args.log_line_prefix_template:
+            from denpex_tui.core.lineparse import set_prefix_template
+
+            try:
+                set_prefix_template(args.log_line_prefix_template)
+            except (ValueError, re.error) as exc:
+                raise UsageError(f"--log-line-prefix-template: {exc}") from None
         if not getattr(args, "func", None):
             parser.print_help()
             return EXIT_ERROR

@@ -31,6 +31,7 @@ from .feed import feed
 from .messages import EngineBatch, EngineDone, FixReady, Measured, ProbeUpdate
 from .model import WatchState
 from .probing import ProbeLoop
+from .remote import RemoteProbeLoop, rank_processes, skew_note
 from .theming import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from .widgets.findings import FindingList
 from .widgets.fixpanel import FixPanel
@@ -60,6 +61,7 @@ class WatchOptions:
     clock: Callable[[], float] = time.time
     probe_interval: float = 5.0
     max_stat_rate: float = 500.0  # the tailer's cap on metadata calls per second
+    probe_specs: list | None = None  # other nodes' probes (transports.ChannelSpec): app/remote.py
 
 
 class DenpexApp(WatchActions, App):
@@ -82,6 +84,7 @@ class DenpexApp(WatchActions, App):
         Binding("t", "next_theme", "theme", show=False),
         Binding("escape", "escape", "close explanation / search / rank filter", show=False),
         *(Binding(str(i + 1), f"pane('{p}')", f"pane: {p}", show=False) for i, p in enumerate(PANES)),
+        Binding("E", "evidence", "write an evidence bundle of the watched logs", show=False),
     ]
 
     def __init__(self, options: WatchOptions, catalog: Catalog, *, engine: Engine | None = None) -> None:
@@ -95,6 +98,10 @@ class DenpexApp(WatchActions, App):
         self.state.root = options.root
         self.probe = ProbeLoop(pids=options.pids, paths=options.probe_paths, discover=options.discover,
                                interval=options.probe_interval) if options.probes else None
+        if options.probe_specs:
+            self.probe = RemoteProbeLoop(options.probe_specs)
+        self._rank_procs: dict = {}
+        self._skew_note: str | None = None
         self.started = options.clock()
         self.pane = "log"
         self.engine_done = False
@@ -120,7 +127,7 @@ class DenpexApp(WatchActions, App):
         yield Static(id="panebar")
         with Horizontal(id="body"):
             with Vertical(id="side"):
-                yield RankTable(id="ranks")
+                yield RankTable(id="ranks", remote=bool(self.options.probe_specs))
                 yield FindingList(id="findings")
                 with VerticalScroll(id="gauges-box"):
                     yield Gauges(id="gauges")
@@ -270,7 +277,7 @@ class DenpexApp(WatchActions, App):
         ranks = self.query_one(RankTable)
         if force:
             ranks._ranks = []
-        ranks.show(st.ranks, st.ages(now), st.stands_out(now))
+        ranks.show(st.ranks, st.ages(now), st.stands_out(now), self._rank_procs)
         inc = st.incident
         fl = self.query_one(FindingList)
         if force:
@@ -290,6 +297,11 @@ class DenpexApp(WatchActions, App):
             return
         g = self.query_one(Gauges)
         g.show(msg.snapshot, msg.path_trends, msg.proc_trends)
+        self._rank_procs = rank_processes(msg.snapshot)
+        note = skew_note(self.state.incident, getattr(msg.snapshot, "offsets", None))
+        if note and note != self._skew_note:
+            self._skew_note = note
+            self.notify(note, title="clocks", severity="warning", timeout=15)
         alert = g.critical_count()
         self._gauge_alert = f"✖ {alert} gauge{'s' if alert > 1 else ''} critical (5)" if alert else ""
         self._refresh()
@@ -315,7 +327,8 @@ class DenpexApp(WatchActions, App):
         self.post_message(FixReady(key, finding, data, diff, origin))
         if metrics is None and self.probe is not None and data.signature is not None:
             path = data.values.get("path") or data.values.get("ckpt_dir")
-            self.probe.measure(key, finding.signature, path, data.values.get("pid"))
+            self.probe.measure(key, finding.signature, path, data.values.get("pid"),
+                               rank=finding.rank, node=finding.node)
 
     async def on_fix_ready(self, msg: FixReady) -> None:
         if self._exit or not self.is_running:  # a worker message arriving while the app tears down
@@ -323,3 +336,8 @@ class DenpexApp(WatchActions, App):
         if msg.key != self._fix_key:
             return
         await self.query_one(FixPanel).show(msg.finding, msg.panel, msg.differential, msg.origin)
+
+    def action_evidence(self) -> None:  # E: an evidence bundle (app/evidence_key.py)
+        from denpex_tui.app.evidence_key import start
+
+        start(self)

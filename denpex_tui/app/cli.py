@@ -1,5 +1,6 @@
 """``denpex watch [PATH...] [--pid PID...] [--path DIR...] [--exec CMD...] [--signatures DIR]
-[--theme NAME] [--demo]``: the live TUI."""
+[--theme NAME] [--demo] [--hosts A,B | --slurm-job J | --pods P,Q] [--probe-cmd T]``: the live
+TUI; with the last options the gauges and the rank table show every node's probe."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ def add_parser(subparsers) -> None:
     w.add_argument("--max-stat-rate", type=float, default=500.0, metavar="N",
                    help="cap on stat/open calls per second while polling (protects a Lustre MDS; "
                         "1024 files need ~2000 for ~1 s latency without inotify); default 500")
+    from denpex_tui.probes.remote_cli import add_arguments
+
+    add_arguments(w)
     w.set_defaults(func=run)
 
 
@@ -38,6 +42,20 @@ def run(args, cfg) -> int:
     if args.max_stat_rate <= 0:
         print("denpex: --max-stat-rate must be a positive number of calls per second", file=sys.stderr)
         return 2
+    from denpex_tui.probes import remote_cli
+    from denpex_tui.probes.transports import TransportError
+
+    specs = None
+    if remote_cli.wanted(args) or args.probe_cmd:
+        try:
+            specs = remote_cli.channel_specs(args)
+        except TransportError as e:
+            print(f"denpex watch: {e}", file=sys.stderr)
+            return 2
+        if args.pids or args.probe_paths:
+            print("denpex watch: --pid and --path measure this node; for the job's nodes put them "
+                  "in --probe-cmd (it runs their denpex probe)", file=sys.stderr)
+            return 2
     watch_cfg = cfg.get("watch", {}) if cfg else {}
     sig_dirs = list(watch_cfg.get("signatures", [])) + list(args.signatures or [])
     paths = list(args.paths)
@@ -54,6 +72,14 @@ def run(args, cfg) -> int:
                                   kwargs=dict(realtime=True, speed=max(0.05, args.demo_speed), stop=stop))
         notice = (f"demo: an 8-rank job is being written to {tmp.name} in real time; "
                   "rank 5 will fill its disk at step 100")
+    elif not paths and not args.exec_cmds and specs and args.slurm_job:
+        from denpex_tui.probes.transports import slurm_job_output
+
+        paths = slurm_job_output(args.slurm_job)  # the job's StdOut/StdErr files
+        if not paths:
+            print(f"denpex watch: job {args.slurm_job}'s output files are not readable here; "
+                  "give the logs: denpex watch PATH --slurm-job J", file=sys.stderr)
+            return 2
     elif not paths and not args.exec_cmds:
         from .discover import discover_logs
 
@@ -86,7 +112,7 @@ def run(args, cfg) -> int:
         paths=paths, execs=list(args.exec_cmds), pids=list(args.pids), probe_paths=probe_paths,
         theme=args.theme or watch_cfg.get("theme"), processes=not args.demo, probes=not args.no_probes,
         discover=False if args.demo else None, notice=notice, root=common_root(paths),
-        max_stat_rate=args.max_stat_rate,
+        max_stat_rate=args.max_stat_rate, probe_specs=specs,
     )
     app = DenpexApp(opts, catalog)
     if writer is not None:

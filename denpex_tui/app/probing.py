@@ -43,7 +43,8 @@ class ProbeLoop:
         if items:
             self.requests.put(("lines", items))
 
-    def measure(self, key: Any, signature: str, path: str | None, pid: int | None = None) -> None:
+    def measure(self, key: Any, signature: str, path: str | None, pid: int | None = None,
+                rank: int | None = None, node: str | None = None) -> None:  # one node: rank/node moot
         self.requests.put(("measure", key, signature, path, pid))
 
     def stop(self) -> None:

@@ -27,8 +27,8 @@ from datetime import datetime
 from typing import Callable
 
 from .catalog import Signature
-from .lineparse import parse_prefix, parse_time
-from .matcher import ANCHORS, VERSION_RULES, Matcher
+from .lineparse import ParsedLine, parse_line, stream_labels
+from .matcher import ANCHORS, ERROR_WORDS, VERSION_RULES, Detection, Matcher
 from .model import (
     PRIORITY_ERROR_JSON,
     PRIORITY_FAILURE_BLOCK,
@@ -55,13 +55,22 @@ _FB_RANK = re.compile(r"^(-?\d+)(?: \(local_rank: (\d+)\))?")
 _FB_EXIT = re.compile(r"^(-?\d+)(?: \(pid: (\d+)\))?")
 _RANK_MAP = re.compile(r"global_rank_mapping=(\{.*\})")
 _FB_START = ("Failures:", ANCHORS["root-cause"])
-# Launcher prefixes at line starts ([default3]:, srun "  3: "), found in C over a whole chunk.
-_STREAM_PREFIX = re.compile(rb"(?m)^(\[[A-Za-z_-]*\d+\]:| {0,6}\d{1,6}: )")
 _MAX_BLOCK_LINES = 400
 _MAX_CONTINUATION = 30
 _BACKSCAN_LINES = 400
 _LASTLINE_BYTES = 1 << 20
 _MAX_MARKERS_PER_KEY = 64
+_MAX_UNKNOWN = 5
+_ERROR_WORD = re.compile(r"(?i)\b(?:" + "|".join(re.escape(w) for w in ERROR_WORDS) + r")")
+_NOT_ERROR_LEVELS = ("info", "debug", "warning")
+
+
+def _small_int(v) -> int | None:
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.isdigit() and len(v) <= 7:
+        return int(v)
+    return None
 
 
 @dataclass
@@ -71,10 +80,14 @@ class _Exc:
     raw: str
     line: int
     offset: int
-    sig: Signature | None
+    det: Detection | None
     original: bool = False
     origin: str | None = None  # the last frame printed before this exception
-    detail_sigs: list[tuple[Signature, str, int, int]] = field(default_factory=list)
+    detail_sigs: list[tuple[Detection, str, int, int]] = field(default_factory=list)
+
+    @property
+    def sig(self) -> Signature | None:
+        return self.det.sig if self.det is not None else None
 
 
 @dataclass
@@ -148,6 +161,9 @@ class SourceProcessor:
         self.versions: dict[str, str] = {}
         self.levels: dict[str, int] = {}
         self.errors: list[str] = []
+        # Error-looking lines no detector knows: (attempt, rank, local) -> [(line, text)], first 5.
+        self.unknown: dict[tuple, list[tuple[int, str]]] = {}
+        self.first_time: datetime | None = None  # the source's first timestamp (clock-skew evidence)
 
     # -- public ---------------------------------------------------------------------------
 
@@ -184,6 +200,8 @@ class SourceProcessor:
             self._line(data, pos, nl, cur + 1, offset + pos, True)
             pos = nl + 1
             cur += 1
+        if self.first_time is None and self.info.kind != "error-json":
+            self._find_first_time(data)
         self.line_no += data.count(b"\n")
         self.bytes_read = offset + n
         if self.info.kind != "console":
@@ -193,10 +211,25 @@ class SourceProcessor:
         if self.info.kind != "error-json":
             self._record_last_lines(data, offset)
 
+    def _find_first_time(self, data: bytes) -> None:
+        pos = 0
+        for _ in range(64):
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                return
+            pl = parse_line(safe_line(data[pos:nl]).text, self.year_hint)
+            pos = nl + 1
+            if pl.time is not None:
+                self.first_time = pl.time
+                return
+
     def close(self) -> None:
-        """End of the source (or a quiet period in live mode): close open tracebacks."""
+        """End of the source (or a quiet period in live mode): close open tracebacks and an
+        unterminated failure report (an excerpt that stops before its closing border)."""
         for key in list(self.blocks):
             self._close_block(key)
+        if self.fb_active:
+            self._fb_finish()
         self.fb_active = False
 
     def close_stale(self) -> None:
@@ -204,14 +237,11 @@ class SourceProcessor:
 
     # -- lines ----------------------------------------------------------------------------
 
-    def _stream_key(self, pre) -> StreamKey:
-        if pre.local_rank is not None:
-            return ("l", pre.local_rank)
-        if pre.task is not None:
-            return ("t", pre.task)
-        if pre.host is not None:
-            return ("h", pre.host)
-        return None
+    def _stream_key(self, pre: ParsedLine) -> StreamKey:
+        # A per-rank file is one stream; a console interleaves the streams its prefixes name.
+        if self.info.kind != "console":
+            return None
+        return pre.stream_key()
 
     def _rank_of(self, pre) -> tuple[int | None, int | None]:
         """(global rank, local rank) of a line, as far as the line and its file tell."""
@@ -240,7 +270,7 @@ class SourceProcessor:
 
     def _line(self, data: bytes, s: int, e: int, lineno: int, off: int, candidate: bool) -> None:
         st = safe_line(data[s:e])
-        pre = parse_prefix(st.text)
+        pre = parse_line(st.text, self.year_hint)
         text = pre.text
         key = self._stream_key(pre)
         if self.info.kind == "console" and key is None:
@@ -257,7 +287,7 @@ class SourceProcessor:
         g, local = self._rank_of(pre)
         if key is not None or self.info.kind != "console" or g is not None:
             self._note_key(g, local)
-        t, t_text = parse_time(text, self.year_hint)
+        t, t_text = pre.time, pre.time_text
         if t is not None:
             self.key_time[key] = t
             if t_text and len(t_text) >= 10 and t_text[:4].isdigit():
@@ -272,9 +302,14 @@ class SourceProcessor:
                 self._open_block(key, data, s, lineno, off, g, local, pre.host, t)
                 return
             self._anchors(text, key, lineno, off, g, local)
-            sig = self.matcher.match(text)
-            if sig is not None:
-                self._emit(sig, text, st.text, lineno, lineno, off, g, local, pre.host, t, t_text, data, s, key)
+            det = self.matcher.detect(text)
+            if det is not None:
+                self._emit(det.sig, text, st.text, lineno, lineno, off, g, local, pre.host, t, t_text, data, s, key,
+                           fields=det.fields)
+            elif pre.level not in _NOT_ERROR_LEVELS and _ERROR_WORD.search(text):
+                lst = self.unknown.setdefault((self.attempt, g, local), [])
+                if len(lst) < _MAX_UNKNOWN:
+                    lst.append((lineno, text.strip()[:500]))
 
     def _anchors(self, text: str, key: StreamKey, lineno: int, off: int, g, local) -> None:
         if ANCHORS["restart"] in text and self.info.kind == "console":
@@ -330,6 +365,7 @@ class SourceProcessor:
         time_approx: bool = False,
         priority: int | None = None,
         extra: dict | None = None,
+        fields: dict | None = None,
     ) -> None:
         if sig.severity == "info" or sig.role == "context" and sig.severity != "error":
             self._marker(sig, text, line, g, local, t)
@@ -341,6 +377,18 @@ class SourceProcessor:
         if t is None and key in self.key_time:
             t = self.key_time[key]
             time_approx = True
+        fields = dict(fields or {})
+        if g is None and local is None:
+            # A launcher line names the rank it reports on (local_rank: 4, srun's task 3).
+            local = _small_int(fields.get("local_rank"))
+            g = _small_int(fields.get("rank"))
+            tasks = fields.get("tasks")
+            if g is None and isinstance(tasks, str) and tasks.isdigit():
+                g = _small_int(tasks)
+        if exc_type is None:
+            exc_type = fields.get("exc_type")
+        elif sig.id == "python.uncaught-exception":
+            fields["exc_type"] = exc_type
         agg = (self.attempt, key, g, local, sig.id, exc_type if sig.id == "python.uncaught-exception" else None)
         f = self.findings.get(agg)
         if f is not None:
@@ -374,6 +422,7 @@ class SourceProcessor:
             traceback_start=tb_start,
             chained=chained or [],
             extra=extra or {},
+            fields=fields,
             builtin=sig.builtin,
         )
         self.findings[agg] = f
@@ -391,8 +440,10 @@ class SourceProcessor:
             lst[-1] = m  # keep the first ones and the latest
 
     def _prev_time(self, data: bytes, s: int, key: StreamKey) -> datetime | None:
-        """Timestamp of the nearest earlier line of the same stream in this chunk."""
+        """Timestamp of the nearest earlier line of the same stream in this chunk, else of the
+        nearest earlier line of any stream."""
         pos = s
+        fallback: datetime | None = None
         for _ in range(_BACKSCAN_LINES):
             if pos <= 0:
                 return None
@@ -401,13 +452,15 @@ class SourceProcessor:
             pos = prev
             if not raw:
                 continue
-            pre = parse_prefix(safe_line(raw).text)
-            if self._stream_key(pre) != key:
+            pre = parse_line(safe_line(raw).text, self.year_hint)
+            if pre.time is None:
                 continue
-            t, _ = parse_time(pre.text, self.year_hint)
-            if t is not None:
-                return t
-        return None
+            if self._stream_key(pre) == key:
+                return pre.time
+            if fallback is None:
+                # A console is written in arrival order: any earlier timestamp bounds this line.
+                fallback = pre.time
+        return fallback
 
     # -- tracebacks -----------------------------------------------------------------------
 
@@ -456,8 +509,8 @@ class SourceProcessor:
                 return True
             mexc = _EXC_LINE.match(stripped)
             exc_type = mexc.group("type") if mexc else stripped.split(":", 1)[0][:80]
-            sig = self.matcher.match(text) if candidate else None
-            b.exceptions.append(_Exc(exc_type, stripped, raw_text, lineno, off, sig, original=b.pending_original,
+            det = self.matcher.detect(text) if candidate else None
+            b.exceptions.append(_Exc(exc_type, stripped, raw_text, lineno, off, det, original=b.pending_original,
                                      origin=b.origin_frame))
             b.origin_frame = None
             b.end_line = lineno
@@ -498,25 +551,42 @@ class SourceProcessor:
         b.continuation += 1
         b.end_line = lineno
         if candidate and b.exceptions:
-            sig = self.matcher.match(text)
-            if sig is not None:
-                b.exceptions[-1].detail_sigs.append((sig, stripped, lineno, off))
+            det = self.matcher.detect(text)
+            if det is not None:
+                b.exceptions[-1].detail_sigs.append((det, stripped, lineno, off))
         return True
 
     def _close_block(self, key: StreamKey) -> None:
         b = self.blocks.pop(key, None)
         if b is None or not b.exceptions:
             return
-        cause = next((e for e in b.exceptions if e.original), b.exceptions[0])
-        sig = cause.sig
-        text, tline, toff = cause.text, cause.line, cause.offset
-        if sig is None and cause.detail_sigs:
-            sig, text, tline, toff = cause.detail_sigs[0]
-        if sig is None:
+        # The original exception of a chain is the cause; a later one replaces it only when it
+        # is more specific (a bare exception explained by an errno or a known signature).
+        first = next((e for e in b.exceptions if e.original), b.exceptions[0])
+        picks = []
+        for e in [first] + [x for x in b.exceptions if x is not first]:
+            if e.det is not None:
+                picks.append((e.det.tier, e.det, e, e.text, e.line, e.offset))
+            for det, dtext, dline, doff in e.detail_sigs:
+                picks.append((det.tier, det, e, dtext, dline, doff))
+        fields: dict = {}
+        for _, det, *_rest in picks:
+            for k, v in det.fields.items():
+                fields.setdefault(k, v)
+        own = [p for p in picks if p[2] is first and p[0] < 2]
+        best = own[0] if own else (min(picks, key=lambda p: p[0]) if picks else None)  # earliest on ties
+        if best is not None and (best[0] < 2 or best[2] is first):
+            _, det, cause, text, tline, toff = best
+            sig = det.sig if det.tier < 2 else self.catalog.get("python.uncaught-exception")
+            fields = {**fields, **det.fields}
+        else:
+            cause, text, tline, toff = first, first.text, first.line, first.offset
             sig = self.catalog.get("python.uncaught-exception")
-        chained = [e.text for e in b.exceptions if e is not cause][:8]
         if sig is None:
             return
+        if sig.id == "python.uncaught-exception":
+            fields["exc_type"] = cause.type
+        chained = [e.text for e in b.exceptions if e is not cause][:8]
         g = b.rank_override if b.rank_override is not None else b.rank
         self._emit(
             sig,
@@ -540,6 +610,7 @@ class SourceProcessor:
             time_approx=b.time_approx,
             priority=b.priority,
             extra={"tb_end_line": b.end_line or tline},
+            fields=fields,
         )
         # Later exceptions of the chain with their own signature are context, kept for the view.
         for e in b.exceptions:
@@ -611,10 +682,10 @@ class SourceProcessor:
             self._open_block(key, None, 0, lineno, off, e.rank, e.local, e.host, None,
                              rank_override=e.rank, priority=PRIORITY_FAILURE_BLOCK, time=t)
             return
-        sig = self.matcher.match(text)
-        if sig is not None:
-            self._emit(sig, text, raw_text, lineno, lineno, off, e.rank, e.local, e.host, t, None, None, 0, key,
-                       priority=PRIORITY_FAILURE_BLOCK, time_approx=False)
+        det = self.matcher.detect(text)
+        if det is not None:
+            self._emit(det.sig, text, raw_text, lineno, lineno, off, e.rank, e.local, e.host, t, None, None, 0, key,
+                       priority=PRIORITY_FAILURE_BLOCK, time_approx=False, fields=det.fields)
 
     def _fb_close_tb(self) -> None:
         if self.fb_entries:
@@ -653,7 +724,7 @@ class SourceProcessor:
         """The last timestamped line of each rank stream in this chunk (bounded backward scan,
         stopping as soon as every stream present in the chunk has been found)."""
         if self.info.kind == "console":
-            want = len(set(_STREAM_PREFIX.findall(data))) + (1 if b"[rank" in data or b"[Rank" in data else 0)
+            want = len(stream_labels(data)) + (1 if b"[rank" in data or b"[Rank" in data else 0)
         else:
             want = 1
         end = len(data)
@@ -670,7 +741,7 @@ class SourceProcessor:
             lines_after += 1
             if not raw:
                 continue
-            pre = parse_prefix(safe_line(raw).text)
+            pre = parse_line(safe_line(raw).text, self.year_hint)
             key = self._stream_key(pre)
             if key is None and pre.rank is not None:
                 key = ("g", pre.rank)  # a rank named in the text ([rank3]:, DeepSpeed's [Rank 3])
@@ -678,7 +749,7 @@ class SourceProcessor:
                 continue
             if self.info.kind == "console" and key is None:
                 continue
-            t, _ = parse_time(pre.text, self.year_hint)
+            t = pre.time
             if t is None:
                 continue
             found.add(key)

@@ -16,6 +16,7 @@ from .matcher import Matcher
 from .model import Finding, Incident, SourceInfo, iso
 from .pipeline import SourceProcessor
 from .sources import SourceError, discover, read_chunks
+from .text import safe_str
 from .triage import triage
 
 __all__ = ["ScanResult", "scan_paths", "process_source", "read_tail", "SCHEMA"]
@@ -49,6 +50,8 @@ class ScanResult:
             "versions": self.job.versions(),
             "findings": [f.to_json() for f in self.findings],
             "incidents": [i.to_json() for i in self.incidents],
+            "unrecognised": [] if self.incidents else [
+                {**u, "path": safe_str(u["path"])} for u in self.job.unknown_lines()],
             "warnings": list(self.warnings),
         }
 

@@ -30,6 +30,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._records import LineRecords
+
 __all__ = [
     "Chunk",
     "SourceEvent",
@@ -44,7 +46,9 @@ __all__ = [
 ]
 
 HEAD_BYTES = 1024  # head fingerprint: first KiB of the file
-OVERLAP = 64  # bytes before our offset re-read with every read to verify continuity
+OVERLAP = 4096  # bytes before our offset re-read with every read to verify continuity
+CKPT_SAMPLE = 256  # bytes before a line-boundary checkpoint kept to verify it
+MTIME_SLACK_S = 2.0  # a write this close to the last mtime may not change it (timestamp tick)
 MAX_LINE = 1 << 20  # a line longer than this is emitted in pieces of this size
 READ_CHUNK = 8 << 20  # largest single read (history and catch-up)
 NUL_HOLD_S = 1.0  # NUL bytes at the end of a read are held back this long (NFS holes)
@@ -74,7 +78,8 @@ class Chunk:
 
     ``data`` always ends with ``b"\\n"``.  ``offset`` is the byte offset of ``data[0]``
     in the file (for ``kind == "exec"``: bytes read from the command so far).  After a
-    rotation or truncation the offset starts again at 0 (a ``SourceEvent`` says why).
+    rotation the offset starts again at 0; after a truncation it is where reading resumed,
+    the line boundary before the first changed byte (a ``SourceEvent`` says why).
 
     ``history``      the bytes were in the file when it was first opened at start-up
                      (the fast history scan), not appended while following.
@@ -162,7 +167,7 @@ class _Open:
     __slots__ = (
         "fd", "dev", "ino", "size", "mtime_ns", "nlink", "pos", "emit_off", "pending",
         "pending_cont", "tail", "head", "ckpts", "history_end", "skip_nl", "nul_since",
-        "last_growth", "static", "wd", "note", "gz",
+        "last_growth", "static", "wd", "note", "gz", "recs", "dup_until",
     )
 
     def __init__(self, fd: int, st: os.stat_result | None, now: float) -> None:
@@ -179,6 +184,8 @@ class _Open:
         self.tail = b""  # up to OVERLAP bytes just before ``pos``
         self.head = b""  # up to HEAD_BYTES bytes at offset 0
         self.ckpts: list[tuple[int, bytes]] = []  # (line-boundary offset, bytes before it)
+        self.recs = LineRecords()  # the last lines emitted, to resume exactly after a truncation
+        self.dup_until = 0  # bytes before this were emitted already (a torn line read again)
         self.history_end = -1
         self.skip_nl = False
         self.nul_since: float | None = None
@@ -201,6 +208,25 @@ class _Open:
             except OSError:
                 pass
             self.fd = -1
+
+
+def _recent(mtime_ns: int) -> bool:
+    return abs(time.time() - mtime_ns / 1e9) < MTIME_SLACK_S
+
+
+def _common(a: bytes, b: bytes) -> int:
+    """Length of the common prefix of ``a`` and ``b``."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _split_long(complete: bytes) -> list[tuple[bytes, bool, bool]] | None:
@@ -258,10 +284,11 @@ class FileFollower:
       name (on NFS: open+fstat+close, which refreshes the attribute cache): another
       inode means rotation (the old file is drained first, then followed for
       ``LINGER_S`` more in case its writer has not reopened yet); no name means deleted.
-    * A truncation, or a changed head fingerprint (truncate and regrow past our offset
-      between two polls), first tries to read the lost tail from ``<path>.1`` (the copy
-      ``logrotate copytruncate`` makes), verified by head and overlap fingerprints; if
-      that is not possible a ``possibly-lost`` event says so.
+    * A truncation (to any size), or changed bytes before our offset (truncated and
+      regrown between two polls, even to the same size in the same mtime tick), first
+      tries to read the lost tail from ``<path>.1`` (the copy ``logrotate copytruncate``
+      makes), then reads again from the first changed line (``_rewind``); lines possibly
+      cut before we read them are announced by a ``possibly-lost`` event.
     """
 
     kind = "file"
@@ -302,6 +329,7 @@ class FileFollower:
         self.force_name_check = False
         self.missing_since: float | None = None
         self.lost: _Open | None = None  # identity of a file we lost to an I/O error
+        self.odd_name = False  # the name points to a FIFO, device... instead of a file
         # scheduling state, owned by the Tailer
         self.lane: Any = None
         self.interval = 0.0
@@ -377,29 +405,41 @@ class FileFollower:
                     )
                     off += len(piece) - (1 if pe else 0)
             cont = False
+            f.recs.add(start, complete)
             start += len(complete)
-            f.ckpts.append((start, complete[-OVERLAP:]))
+            f.ckpts.append((start, complete[-CKPT_SAMPLE:]))
             if len(f.ckpts) > MAX_CKPTS:
                 f.ckpts = f.ckpts[:-4:2] + f.ckpts[-4:]
         else:
             rest = buf
-        while len(rest) > MAX_LINE:
-            piece = rest[:MAX_LINE]
-            r.items.append(self._chunk(f, piece + b"\n", start, history, True, cont, "line longer than 1 MiB split"))
-            start += MAX_LINE
-            rest = rest[MAX_LINE:]
-            cont = True
+        if len(rest) > MAX_LINE:
+            j = 0  # pieces cut by index: re-slicing the rest each time copies it again
+            while len(rest) - j > MAX_LINE:
+                piece = rest[j : j + MAX_LINE] + b"\n"
+                r.items.append(self._chunk(f, piece, start, history, True, cont, "line longer than 1 MiB split"))
+                start += MAX_LINE
+                j += MAX_LINE
+                cont = True
+            rest = rest[j:]
         f.pending = rest
         f.pending_cont = cont
         f.emit_off = start
 
-    def _flush(self, f: _Open, r: PollResult, why: str) -> None:
+    def _flush(self, f: _Open, r: PollResult, why: str) -> bool:
+        if f.pending and f.emit_off + len(f.pending) <= f.dup_until:
+            # the head of a line cut by a truncation, emitted already with its line: not again
+            f.emit_off += len(f.pending)
+            f.pending = b""
+            f.pending_cont = False
+            return False
         if f.pending:
             history = f.history_end >= f.pos
             r.items.append(self._chunk(f, f.pending + b"\n", f.emit_off, history, True, f.pending_cont, why))
             f.emit_off += len(f.pending)
             f.pending = b""
             f.pending_cont = False
+            return True
+        return False
 
     # -- reading -----------------------------------------------------------
     def _read(self, f: _Open, size: int, now: float, r: PollResult, note: str = "") -> str:
@@ -447,6 +487,7 @@ class FileFollower:
         history = f.history_end >= f.pos
         if dropped:
             self._emit(f, _NUL_RUN.sub(b"", new), r, history, note)
+            f.recs.clear()  # what was emitted is not the file's bytes
             if not f.pending:
                 f.emit_off += dropped
         else:
@@ -458,32 +499,36 @@ class FileFollower:
             r.more = True
         return "ok"
 
-    def _verify(self, f: _Open, r: PollResult) -> Any:
-        """After a suspected rewrite: ``"ok"``, ``"head"`` or ``("inplace", offset)``."""
-        if f.tail and f.pos >= len(f.tail):
-            if os_pread(f.fd, len(f.tail), f.pos - len(f.tail)) == f.tail:
-                return "ok"
-        elif not f.tail:
-            return "ok"
-        if f.head and os_pread(f.fd, len(f.head), 0) != f.head:
-            return "head"
-        for i in range(len(f.ckpts) - 1, -1, -1):
-            off, sample = f.ckpts[i]
-            if off <= f.pos and os_pread(f.fd, len(sample), off - len(sample)) == sample:
-                return ("inplace", i)
-        return ("inplace", -1)
+    def _resume_point(self, f: _Open, size: int) -> tuple[int, str, int] | None:
+        """Where to read again after the file shrank below our offset or its bytes before
+        it changed: ``(offset, how, changed_at)``, or None when nothing changed.
 
-    def _reset(self, f: _Open) -> None:
-        f.pos = 0
-        f.emit_off = 0
-        f.pending = b""
-        f.pending_cont = False
-        f.tail = b""
-        f.head = b""
-        f.ckpts = []
-        f.history_end = -1
-        f.skip_nl = False
-        f.nul_since = None
+        ``offset`` is a line boundary; the bytes before it are the ones we read.  ``how``:
+
+        * ``"exact"``: proven by the head (compared from offset 0) or by the recorded
+          lines (``LineRecords``: a line unchanged at its offset is one we had read);
+        * ``"repeat"``: the change is older than the recorded lines (more than 64 KiB
+          before our offset, past the head): read again from the last checkpoint that
+          still matches; lines after it may repeat.
+        """
+        t, h = f.tail, f.head
+        if h:
+            cur = os_pread(f.fd, len(h), 0)
+            if cur != h:
+                j = _common(cur, h)
+                return h.rfind(b"\n", 0, j) + 1, "exact", j
+        if size >= f.pos and (not t or os_pread(f.fd, len(t), f.pos - len(t)) == t):
+            return None  # the head and the bytes just before our offset are as we read them
+        recs = f.recs
+        if recs.end == f.emit_off and (recs or recs.base <= len(h)):
+            count, off = recs.matched(lambda n, o: os_pread(f.fd, n, o), size)
+            if count or recs.base <= len(h):
+                return off, "exact", off
+        m = min(size, recs.base if recs.end == f.emit_off else f.pos)
+        for off, sample in reversed(f.ckpts):
+            if len(h) <= off <= m and os_pread(f.fd, len(sample), off - len(sample)) == sample:
+                return off, "repeat", m
+        return h.rfind(b"\n") + 1, "repeat", m
 
     def _try_recover(self, f: _Open, now: float, r: PollResult) -> _Open | None:
         """After copytruncate: open ``<path>.1`` if it is a copy of what we were reading."""
@@ -516,55 +561,66 @@ class FileFollower:
         f.pending_cont = False
         return o
 
-    def _truncated(self, f: _Open, size: int, now: float, r: PollResult, regrown: bool) -> None:
-        old_pos = f.pos
-        rec = self._try_recover(f, now, r)
+    def _rewind(self, f: _Open, size: int, now: float, r: PollResult) -> bool:
+        """The file is shorter than our offset, or its bytes before our offset changed
+        (truncated and rewritten between two polls, or rewritten in place): read again
+        from the last line boundary before the first changed byte, so that no unchanged
+        line is emitted twice and no new one is skipped.  Returns False if nothing changed.
+
+        Lines the writer appended after our last read and before the truncation are gone
+        from the file: they are read from ``<path>.1`` when that is a copy of what we were
+        reading (logrotate's copytruncate); otherwise a ``possibly-lost`` event says so."""
+        shrunk = size < f.pos
+        d = self._resume_point(f, size)
+        if d is None:
+            return False
+        b, how, m = d
+        b = min(b, f.emit_off)  # a partial line is read again from its start
+        old_pos, old_emit = f.pos, f.emit_off
+        rec = None
+        if b < f.emit_off or b == 0:
+            rec = self._try_recover(f, now, r)
         if rec is not None:
             self.old.insert(0, rec)
             self._poll_old(rec, now, r)
-        else:
+        elif b < f.emit_off:
+            # the partial line after the change was never emitted and is gone from the file
             self._flush(f, r, "partial line before truncation; newline added")
-        self._reset(f)
-        if not regrown:
-            detail = f"size {size} < offset {old_pos} (copytruncate?)"
-            state = "truncated"
+        # the bytes from b that are still the ones we emitted (the head of a torn line)
+        lo = f.pos - len(f.tail)
+        known = f.tail[b - lo :] if b >= lo else f.head[b:]
+        known = known[: max(0, old_emit - b)]
+        f.dup_until = b + _common(os_pread(f.fd, len(known), b), known) if known else 0
+        n = min(OVERLAP, b)
+        f.tail = os_pread(f.fd, n, b - n) if n else b""  # bytes before b: ours, by the above
+        f.pos = f.emit_off = b
+        f.pending, f.pending_cont = b"", False
+        f.head = f.head[:b]
+        f.ckpts = [(o, s) for o, s in f.ckpts if o <= b]
+        f.recs.cut(b)
+        f.history_end = -1
+        f.skip_nl = False
+        f.nul_since = None
+        if shrunk:
+            state, detail = "truncated", f"size {size} < offset {old_pos} (copytruncate?)"
         else:
-            detail = f"truncated and regrown to {size} bytes past offset {old_pos} between two polls (head fingerprint changed)"
             state = "truncated" if rec is not None else "possibly-lost"
+            detail = (f"content before offset {old_pos} changed at offset {m} between two polls "
+                      f"(truncated and rewritten, or rewritten in place)")
         if rec is not None:
             detail += f"; the rest of the old content is read from {self.path}.1"
-        elif regrown:
+        elif not shrunk:
             detail += "; lines appended after our last read and before the truncation may be lost"
-        r.items.append(SourceEvent(self.path, state, detail + "; reading from the start", self.source_id))
-
-    def _changed(self, f: _Open, size: int, now: float, r: PollResult) -> None:
-        v = self._verify(f, r)
-        if v == "ok":
-            return
-        if v == "head":
-            self._truncated(f, size, now, r, regrown=True)
-            return
-        idx = v[1]
-        old_pos = f.pos
-        if idx >= 0:
-            off, sample = f.ckpts[idx]
-            f.ckpts = f.ckpts[: idx + 1]
-            f.tail = sample
+        if not b:
+            detail += "; reading from the start"
+        elif how == "exact":
+            detail += f"; unchanged up to offset {b}: reading from there"
+        elif how == "assumed":
+            detail += f"; taken as unchanged up to offset {b}: reading from there"
         else:
-            off = 0
-            f.ckpts = []
-            f.tail = b""
-        f.pos = off
-        f.emit_off = off
-        f.pending = b""
-        f.pending_cont = False
-        f.skip_nl = False
-        self._event(
-            r,
-            "replaced",
-            f"content before offset {old_pos} was rewritten in place (same head); re-reading from offset {off}"
-            + (" (lines in between may repeat)" if off < old_pos else ""),
-        )
+            detail += f"; reading again from offset {b}: lines up to offset {m} may repeat"
+        r.items.append(SourceEvent(self.path, state, detail, self.source_id))
+        return True
 
     def _poll_old(self, o: _Open, now: float, r: PollResult) -> None:
         """Drain an old inode (rotated away, deleted, or a copytruncate copy)."""
@@ -639,7 +695,8 @@ class FileFollower:
         except NotRegularFile as e:
             self.state = "error"
             self._error(r, f"{e.strerror}: not followed")
-            r.hint = RETRY_S
+            # a followed file replaced by a FIFO... may come back soon: retry every second
+            r.hint = 1.0 if self.ever_opened else RETRY_S
             return
         except PermissionError:
             self.state = "error"
@@ -656,7 +713,7 @@ class FileFollower:
         self.lost = None
         if lost is not None and (lost.dev, lost.ino) == (o.dev, o.ino) and o.size >= lost.pos:
             o.pos, o.emit_off, o.pending, o.pending_cont = lost.pos, lost.emit_off, lost.pending, lost.pending_cont
-            o.tail, o.ckpts = lost.tail, lost.ckpts
+            o.tail, o.ckpts, o.recs = lost.tail, lost.ckpts, lost.recs
             detail = f"reopened after an error; continuing at offset {o.pos}"
         elif lost is not None:
             detail = "reopened after an error: a different file; reading from the start"
@@ -741,17 +798,20 @@ class FileFollower:
         size = st.st_size
         grew = False
         if size < f.pos:
-            self._truncated(f, size, now, r, regrown=False)
+            self._rewind(f, size, now, r)
             if any(o.static for o in self.old):
                 f.size, f.mtime_ns = size, st.st_mtime_ns
                 r.more = True
                 return
-        elif size == f.pos and st.st_mtime_ns != f.mtime_ns and f.pos > 0:
-            self._changed(f, size, now, r)
+        elif size == f.pos and f.pos > 0 and (st.st_mtime_ns != f.mtime_ns or _recent(st.st_mtime_ns)):
+            # same size: truncated and rewritten to the same length? A write in the same
+            # timestamp tick as the last one leaves the mtime unchanged, so while the mtime
+            # is recent the bytes are checked (head and the window before our offset)
+            self._rewind(f, size, now, r)
         if size > f.pos:
             before = f.pos
             if self._read(f, size, now, r) == "mismatch":
-                self._changed(f, size, now, r)
+                self._rewind(f, size, now, r)
                 if any(o.static for o in self.old):
                     f.size, f.mtime_ns = size, st.st_mtime_ns
                     r.more = True
@@ -766,15 +826,18 @@ class FileFollower:
             r.done = True
             return
         if f.pending and not grew and now - f.last_growth >= PARTIAL_TIMEOUT_S and not r.hold:
-            self._flush(f, r, f"partial line quiet for {PARTIAL_TIMEOUT_S:g} s; newline added")
-            f.pending_cont = True
+            if self._flush(f, r, f"partial line quiet for {PARTIAL_TIMEOUT_S:g} s; newline added"):
+                f.pending_cont = True
         at_eof = f.pos >= size and not r.more
         since = now - self.last_name_check
         if at_eof and not self.history_only and (
             self.force_name_check or since >= max(NAME_CHECK_MAX_S, self.name_check_min)
+            or (self.odd_name and since >= NAME_CHECK_MIN_S)
             or (not grew and since >= self.name_check_min)
         ):
             self._name_check(now, r)
+        if self.odd_name:
+            r.hold = True  # poll again soon: the name is checked every second meanwhile
 
     def _name_check(self, now: float, r: PollResult) -> None:
         self.last_name_check = now
@@ -818,6 +881,7 @@ class FileFollower:
         if self.err is not None:
             self.err = None
         if (st.st_dev, st.st_ino) == (cur.dev, cur.ino):
+            self.odd_name = False
             return
         self._switch(now, r)
 
@@ -830,6 +894,9 @@ class FileFollower:
             return
         except NotRegularFile as e:
             self._error(r, f"{e.strerror} now: not followed")
+            # a regular file may take its place at any time, and nothing announces it (the
+            # inotify watch is on the old file): look at the name every second meanwhile
+            self.odd_name = True
             return
         except OSError as e:
             self._error(r, f"open: {e.strerror or e}")
@@ -858,7 +925,7 @@ class FileFollower:
                         ok = False
                 if ok:
                     new.pos, new.emit_off, new.pending, new.pending_cont = cur.pos, cur.emit_off, cur.pending, cur.pending_cont
-                    new.tail, new.ckpts = cur.tail, cur.ckpts
+                    new.tail, new.ckpts, new.recs = cur.tail, cur.ckpts, cur.recs
                     cur.pending = b""
                     detail = f"replaced by a file with the same content up to offset {cur.pos}; continuing there"
         # The new name exists now, so whatever the writer put in the old file before
@@ -874,6 +941,7 @@ class FileFollower:
         cur.note = "late write to the old (rotated) file"
         self.old.append(cur)
         self.cur = new
+        self.odd_name = False
         self._event(r, state, detail)
         if r.more:
             return  # the old file is not drained yet (budget): the new one waits
@@ -883,7 +951,7 @@ class FileFollower:
             r.calls += 1
             if st.st_size > new.pos:
                 if self._read(new, st.st_size, now, r) == "mismatch":
-                    self._changed(new, st.st_size, now, r)
+                    self._rewind(new, st.st_size, now, r)
             new.size, new.mtime_ns = st.st_size, st.st_mtime_ns
         except OSError as e:
             self._io_error(e, now, r, "fstat")

@@ -61,6 +61,7 @@ from typing import Any, Iterable
 from denpex_tui.probes.mounts import MountTable
 
 from ._fsinfo import CTO_FS, NAME_EVENTS, Inotify
+from ._malloc import big_buffers_unmapped
 from .sources import (
     NAME_CHECK_MIN_S,
     NAME_CHECK_WATCHED_S,
@@ -326,6 +327,7 @@ class Tailer:
         proctable: Any = None,
         mounts: MountTable | None = None,
     ) -> None:
+        big_buffers_unmapped()  # a huge line must not leave the heaps fragmented (see _malloc)
         self.specs = [expand_spec(p) for p in paths]
         self.exec_specs = list(execs)
         self.start = "end" if from_end else "begin"

@@ -2,6 +2,7 @@
 
     denpex probe [--pid PID...] [--path DIR...] [--logs PATH...] [--json]
                  [--stream --interval S]
+    denpex probe --hosts A,B | --slurm-job J | --pods P,Q [--probe-cmd TEMPLATE] [--json]
 
 One snapshot (readable view, or ``--json``: one schema-1 object), or with ``--stream`` JSON Lines
 snapshots every ``--interval`` seconds until SIGINT/SIGTERM (exit 0). ``--logs`` reads logs for
@@ -55,6 +56,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="seconds between streamed snapshots (default 2)")
     p.add_argument("--timeout", default="2", metavar="S", help=argparse.SUPPRESS)
     p.add_argument("--count", default=None, help=argparse.SUPPRESS)  # stop after N snapshots
+    from .remote_cli import add_arguments
+
+    add_arguments(p)
     p.set_defaults(func=run)
     return p
 
@@ -112,6 +116,16 @@ def _quiet_stdout() -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from . import remote_cli
+
+    if remote_cli.wanted(args):
+        for opt in ("pid", "path", "logs", "stream"):
+            if getattr(args, opt, None):
+                raise _InputError(f"--{opt} is for this node's probe; for the others put it in "
+                                  "--probe-cmd (it runs their denpex probe)")
+        return remote_cli.run(args, _err)
+    if getattr(args, "probe_cmd", None):
+        raise _InputError("--probe-cmd needs --hosts, --slurm-job or --pods")
     from .differential import differential
     from .logpaths import LogFollower, scan_logs
     from .sampler import Prober

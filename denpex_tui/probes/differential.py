@@ -228,8 +228,9 @@ def du_filesystem(mount_point: str, *, max_entries: int = 100_000, max_seconds: 
     return res
 
 
-def df_du_gap(reading: PathReading, **kw) -> tuple[float | None, DuResult | None, str | None]:
-    """(gap in % of total, du result, reason when None)."""
+def df_du_gap(reading: PathReading, source=None, **kw) -> tuple[float | None, DuResult | None, str | None]:
+    """(gap in % of total, du result, reason when None). ``source``: the ProbeSource whose node
+    the reading is of (its ``du``); default this machine."""
     if reading.error or reading.bytes_used is None or not reading.bytes_total:
         return None, None, reading.error or "no reading"
     if reading.network_fs:
@@ -238,7 +239,7 @@ def df_du_gap(reading: PathReading, **kw) -> tuple[float | None, DuResult | None
         return None, None, "mount unknown"
     if reading.mount_root not in (None, "/"):
         return None, None, "bind mount of a subtree: du cannot see the whole filesystem"
-    du = du_filesystem(reading.mount, **kw)
+    du = source.du(reading.mount) if source is not None else du_filesystem(reading.mount, **kw)
     if du.du_bytes is None:
         return None, du, du.reason
     gap = max(0, reading.bytes_used - du.du_bytes)
@@ -248,7 +249,7 @@ def df_du_gap(reading: PathReading, **kw) -> tuple[float | None, DuResult | None
 # --- metrics ------------------------------------------------------------------------------
 
 
-def _find_path(path: str | None, snapshot: Snapshot) -> PathReading | None:
+def _find_path(path: str | None, snapshot: Snapshot, source=None) -> PathReading | None:
     if path is None:
         for p in snapshot.paths:
             if not p.is_shm and "--path" in p.why:
@@ -263,7 +264,7 @@ def _find_path(path: str | None, snapshot: Snapshot) -> PathReading | None:
     for p in snapshot.paths:
         if p.path == ap or p.measured_path == ap:
             return p
-    fresh = read_path(ap)
+    fresh = source.read_path(ap) if source is not None else read_path(ap)
     # per-filesystem readings of the snapshot (deleted-open bytes held there) still apply
     for p in snapshot.paths:
         if p.mount is not None and p.mount == fresh.mount and p.source == fresh.source:
@@ -290,20 +291,21 @@ def _workers(snapshot: Snapshot, pid: int | None) -> list[ProcessReading]:
 
 
 def metrics_for(path: str | None, snapshot: Snapshot, *, trends=None, pid: int | None = None,
-                du: bool = True) -> dict[str, float | None]:
+                du: bool = True, source=None) -> dict[str, float | None]:
     """The checklist metrics for ``path`` (docs/signature-format.md), None where not measured.
 
     proc.* metrics are of ``pid`` when given, else of the worst watched worker (highest fd use,
     most deleted-open bytes, fastest fd growth per save). path.df_du_gap_pct walks the path's
-    filesystem (bounded; None when capped)."""
+    filesystem (bounded; None when capped). ``source``: the ProbeSource the snapshot came from
+    (a remote node's: its paths and du, never this machine's); default this machine."""
     m: dict[str, float | None] = {k: None for k in METRICS}
-    pr = _find_path(path, snapshot)
+    pr = _find_path(path, snapshot, source)
     if pr is not None and pr.error is None:
         m["path.bytes_free_pct"] = pr.bytes_free_pct
         m["path.inodes_free_pct"] = pr.inodes_free_pct
         m["path.bytes_reserved_pct"] = pr.bytes_reserved_pct
         if du:
-            m["path.df_du_gap_pct"] = df_du_gap(pr)[0]
+            m["path.df_du_gap_pct"] = df_du_gap(pr, source)[0]
     shm = snapshot.shm
     if shm is not None and shm.error is None:
         m["shm.bytes_free_pct"] = shm.bytes_free_pct
@@ -378,18 +380,20 @@ def _p(v: float | None) -> str:
 
 def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends=None, *,
                  checklist: list[dict] | None = None, pid: int | None = None,
-                 du: bool = True) -> "Differential":
+                 du: bool = True, source=None) -> "Differential":
     """Evidence for each candidate cause of an ENOSPC- or EMFILE-family finding.
 
     ``path``: the path named in the error line (a file or directory; ``</torch_...>`` means
     shared memory), or None (then the first watched path). ``trends``: a TrendTracker, for the
     fd growth per save. ``checklist``: the signature's checklist items; default: read from the
-    built-in signature file. Raises ValueError for a signature that is neither kind.
+    built-in signature file. ``source``: the ProbeSource of the snapshot's node (a remote
+    node's StreamSource for a rank on another node). Raises ValueError for a signature that is
+    neither kind.
     """
     kind = differential_kind(signature_id)
     if kind is None:
         raise ValueError(f"no ENOSPC/EMFILE differential for signature {signature_id!r}")
-    pr = _find_path(path, snapshot)
+    pr = _find_path(path, snapshot, source)
     t = snapshot.time
     if pr is not None and pr is not snapshot.path_reading(pr.path) and pr is not snapshot.shm:
         t = time.time()  # measured just now, outside the snapshot
@@ -400,7 +404,7 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
     if pr is not None and path is not None and not pr.is_shm and pr.exists is False:
         named_dir = os.path.normpath(os.path.dirname(os.path.abspath(path)))
         reliable = pr.measured_path == named_dir
-    metrics = metrics_for(path, snapshot, trends=trends, pid=pid, du=du and reliable)
+    metrics = metrics_for(path, snapshot, trends=trends, pid=pid, du=du and reliable, source=source)
     if not reliable:
         for k in ("path.bytes_free_pct", "path.inodes_free_pct", "path.bytes_reserved_pct",
                   "path.df_du_gap_pct"):
@@ -412,7 +416,8 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
     d.measured_path = pr.measured_path if pr else None
     if not reliable and kind == "enospc":
         d.caveats.append(
-            f"{path or pr.path} does not exist on this machine ({snapshot.host}): the readings are "
+            f"{path or pr.path} does not exist on "
+            f"{'node ' + source.name if source is not None else 'this machine'} ({snapshot.host}): the readings are "
             f"of {pr.measured_path}, which may not be the filesystem that failed; run denpex "
             "probe on the node that logged the error")
     if pr is not None and pr.error is not None:
@@ -425,7 +430,7 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
     else:
         d.candidates = _enospc_candidates(
             signature_id, path, pr, snapshot, pid, metrics, du and reliable,
-            where=None if reliable else os.path.dirname(os.path.abspath(path or "/")))
+            where=None if reliable else os.path.dirname(os.path.abspath(path or "/")), source=source)
         if not reliable and pr is not None:
             for c in d.candidates:
                 if c.cause in ("blocks", "inodes", "reserved", "deleted-open"):
@@ -439,7 +444,7 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
 
 def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap: Snapshot,
                        pid: int | None, m: dict, du: bool,
-                       where: str | None = None) -> list[Candidate]:
+                       where: str | None = None, source=None) -> list[Candidate]:
     out: list[Candidate] = []
     shm_path = path is not None and _is_shm_name(path)
     target = path or (pr.path if pr else None)
@@ -501,7 +506,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
                    if (pr.fstype or "").startswith("ext") else "df -h {path}", path=where)
         out.append(Candidate("reserved", "root-reserved blocks", v, ev, meas, chk))
 
-        out.append(_deleted_candidate(pr, snap, pid, m, du, where))
+        out.append(_deleted_candidate(pr, snap, pid, m, du, where, source))
 
     # quota: statvfs cannot see it
     fstype = (pr.fstype if pr else None) or ""
@@ -556,12 +561,12 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
 
 
 def _deleted_candidate(pr: PathReading, snap: Snapshot, pid: int | None, m: dict, du: bool,
-                       where: str) -> Candidate:
+                       where: str, source=None) -> Candidate:
     gap = m.get("path.df_du_gap_pct")
     gap_reason = None
     du_bytes = None
     if du:
-        _g, dres, gap_reason = df_du_gap(pr)
+        _g, dres, gap_reason = df_du_gap(pr, source)
         if dres is not None:
             du_bytes = dres.du_bytes
     held = pr.deleted_open_bytes

@@ -19,6 +19,7 @@ from denpex_tui.core.model import Finding, Incident, iso
 from denpex_tui.core.scan import ScanResult
 from denpex_tui.core.text import safe_str
 from denpex_tui.core.triage import rank_ranges
+from denpex_tui.render.explain_view import fields_line
 from denpex_tui.render.safe import safe_console
 
 __all__ = ["make_console", "print_scan", "print_finding_block"]
@@ -61,6 +62,9 @@ def print_finding_block(con: Console, f: Finding, label: str) -> None:
         loc.append(f" (error at line {f.text_line})", style="dim")
     con.print(loc)
     con.print(Text("      " + f.text, style="bold"))
+    facts = fields_line(f.fields)
+    if facts:
+        con.print(Text("      " + facts, style="cyan"))
     if f.origin_frame:
         con.print(Text("      raised at " + f.origin_frame, style="dim"))
 
@@ -138,6 +142,13 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
         con.print(Text("  evidence:", style="bold"))
         for e in inc.evidence:
             con.print(Text("    - " + e))
+    if inc.hypotheses:
+        con.print(Text("  competing hypotheses (ranked lower, until a control separates them):", style="bold"))
+        for h in inc.hypotheses:
+            who = f"rank {h['rank']}" if h.get("rank") is not None else "rank ?"
+            t = Text(f"    - {who} {h['signature']}: ", style="")
+            t.append(h["rule"], style="dim")
+            con.print(t)
     if inc.initiating and measure:
         _print_measured(con, inc.initiating, result)
     if inc.initiating:
@@ -151,6 +162,16 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
                 con.print(Text("  fix:", style="bold"))
                 for i, step in enumerate(panel.fix, 1):
                     con.print(Text(f"    {i}. {step}"))
+            linked = [r for r in panel.checklist if r.command is not None]
+            if linked:
+                con.print(Text("  checklist, with the denpex command that answers each item:", style="bold"))
+                for r in linked:
+                    con.print(Text("    - " + r.text))
+                    t = Text("      $ " + r.command.text, style="green")
+                    if not r.command.complete:
+                        t.append("  (fill in " + ", ".join(f"<{m}>" for m in r.command.missing + r.command.refused) + ")",
+                                 style="yellow")
+                    con.print(t)
             if panel.commands:
                 con.print(Text("  verify (run these yourself; Denpex never runs them):", style="bold"))
                 for c in panel.commands:
@@ -181,8 +202,16 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measu
     if versions:
         con.print(Text("versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())), style="dim"))
     con.print()
-    if not result.incidents:
+    unknown = result.job.unknown_lines() if not result.incidents else []
+    if not result.incidents and not unknown:
         con.print(Text("No failure found: no rank logged a known failure signature or an uncaught exception.", style="green"))
+    elif not result.incidents:
+        con.print(Text("No known failure signature, but these lines look like errors (first 5 per rank); "
+                       "no signature knows them:", style="yellow"))
+        for u in unknown:
+            who = f"rank {u['rank']}" if u["rank"] is not None else "rank ?"
+            con.print(Text(f"  {who:<8} {_rel(u['path'])}:{u['line']}  ", style="dim").append(u["text"][:300], style=""))
+        con.print()
     for inc in result.incidents:
         print_incident(con, inc, result, result.catalog, measure=measure)
     shown = [f for f in result.findings if verbose or f.severity == "error"]

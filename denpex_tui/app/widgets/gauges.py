@@ -20,6 +20,7 @@ __all__ = ["Gauges", "level"]
 
 NEAR, FULL = 80.0, 95.0
 MAX_PROCS = 16
+MAX_NODES = 16  # with every node of the job: the worst 16 in full, the others counted
 
 
 def level(used_pct: float | None) -> tuple[str, str, str]:
@@ -102,6 +103,31 @@ class Gauges(Static):
         if snap is None:
             t.append(self.note, style=self._s("gauges--dim"))
             return t
+        if getattr(snap, "nodes", None) is not None:  # every node of the job: grouped, worst first
+            from ..remote import group_by_node
+
+            groups = group_by_node(snap)
+            for node, st, paths, procs in groups[:MAX_NODES]:
+                status = (st or {}).get("status", "?")
+                cls = "gauges--ok" if status == "ok" else "gauges--crit" if status in (
+                    "no-answer", "exited", "other-schema", "garbage") else "gauges--warn"
+                t.append(f"▌node {node} · {status}", style=self._s(cls))
+                detail = (st or {}).get("detail")
+                t.append(f" {detail}\n" if detail and status != "ok" else "\n", style=self._s("gauges--dim"))
+                for pr in paths:
+                    self._path(t, pr, width)
+                for p in sorted(procs, key=lambda p: -(p.fd_used_pct or 0.0))[:MAX_PROCS]:
+                    self._proc(t, p, width)
+            if len(groups) > MAX_NODES:
+                rest = {}
+                for _n, st, _p, _q in groups[MAX_NODES:]:
+                    k = (st or {}).get("status", "?")
+                    rest[k] = rest.get(k, 0) + 1
+                t.append(f"… {len(groups) - MAX_NODES} more nodes, further from their limits ("
+                         + ", ".join(f"{v} {k}" for k, v in sorted(rest.items())) + ")\n",
+                         style=self._s("gauges--dim"))
+            t.rstrip()
+            return t
         for pr in snap.paths:
             self._path(t, pr, width)
         # the process closest to its limit first: the one to look at is always in view
@@ -131,7 +157,7 @@ class Gauges(Static):
             iused = None if pr.inodes_free_pct is None else 100.0 - pr.inodes_free_pct
             self._bar(t, "inodes", iused, f"{human_count(pr.inodes_free)} free", width)
         extra = []
-        tr = self.path_trends.get(pr.path)
+        tr = self.path_trends.get((pr.node, pr.path) if pr.node else pr.path)
         if tr is not None:
             if tr.eta_full_seconds is not None:
                 extra.append(f"full in ~{fmt_duration(tr.eta_full_seconds)}")
@@ -151,7 +177,7 @@ class Gauges(Static):
         lim = p.fd_soft_limit
         self._bar(t, "fds", p.fd_used_pct, f"{p.fds}/{lim if lim else '∞'}", width)
         extra = []
-        tr = self.proc_trends.get(p.pid)
+        tr = self.proc_trends.get((p.node, p.pid) if p.node else p.pid)
         if tr is not None:
             if tr.eta_saves is not None:
                 extra.append(f"fd limit in ~{tr.eta_saves} saves")

@@ -1,4 +1,6 @@
-"""The rank table: rank, state, last line age, first error time, node, source.
+"""The rank table: rank, state, last line age, first error time, node, source; with other nodes'
+probes (--hosts, --slurm-job, --pods) also pid and fds: the rank's worker process as its own
+node's probe sees it ("-" when no probe sees that rank).
 
 One row per rank, plus "all" (the merged timeline) on top. Selecting a row (Enter, click)
 asks the app to filter the log view. Cells are updated in place, only when their text changes,
@@ -20,7 +22,20 @@ STATE_CLASS = {
     "exited": "ranks--dim", "silent": "ranks--warning", "warn": "ranks--warning", "ok": "ranks--ok",
 }
 COLUMNS = ("rank", "state", "last", "first error", "node", "source")
-WIDTHS = (5, 15, 7, 11, 12, 28)  # fixed: live updates never make the table jump
+WIDTHS = (5, 15, 7, 11, 12, 28)
+# with other nodes' probes (--hosts, --slurm-job): each rank's remote process
+REMOTE_COLUMNS = ("rank", "state", "last", "first error", "node", "pid", "fds", "source")
+REMOTE_WIDTHS = (5, 15, 7, 11, 12, 7, 10, 28)  # fixed: live updates never make the table jump
+
+
+def _fds(proc) -> tuple[str, str]:
+    """fds/limit of the rank's process, warning from 80 % of its soft limit."""
+    if proc is None or proc.fds is None:
+        return ("ranks--dim", "-" if proc is None else "?")
+    pct = proc.fd_used_pct
+    text = f"{proc.fds}/{proc.fd_soft_limit}" if proc.fd_soft_limit else str(proc.fds)
+    return ("ranks--error" if pct is not None and pct >= 95 else
+            "ranks--warning" if pct is not None and pct >= 80 else "", text)
 
 
 class RankTable(DataTable):
@@ -41,42 +56,48 @@ class RankTable(DataTable):
             super().__init__()
             self.rank = rank
 
-    def __init__(self, **kw) -> None:
+    def __init__(self, remote: bool = False, **kw) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kw)
+        self.remote = remote
+        self.columns_shown = REMOTE_COLUMNS if remote else COLUMNS
         self._ranks: list[int] = []
         self._cells: dict[tuple[str, str], tuple[str, str]] = {}
 
     def on_mount(self) -> None:
-        for c, w in zip(COLUMNS, WIDTHS):
+        for c, w in zip(self.columns_shown, REMOTE_WIDTHS if self.remote else WIDTHS):
             self.add_column(c, key=c, width=w)
-        self.add_row(Text("all"), Text("merged timeline", style="italic"), "", "", "", "", key="all")
+        self.add_row(Text("all"), Text("merged timeline", style="italic"), *[""] * (len(self.columns_shown) - 2), key="all")
 
     def _cell(self, cls: str, text: str) -> Text:
         return Text(text, style=self.get_component_rich_style(cls, partial=True) if cls else "", no_wrap=True)
 
-    def show(self, rows: dict[int, RankRow], ages: dict[int, float | None], standout: set[int]) -> None:
+    def show(self, rows: dict[int, RankRow], ages: dict[int, float | None], standout: set[int],
+             procs: dict | None = None) -> None:
         ranks = sorted(rows)
+        procs = procs or {}
         if ranks != self._ranks:
             keep = self.cursor_row
             self.clear()
             self._cells.clear()
-            self.add_row(Text("all"), Text("merged timeline", style="italic"), "", "", "", "", key="all")
+            self.add_row(Text("all"), Text("merged timeline", style="italic"), *[""] * (len(self.columns_shown) - 2), key="all")
             for r in ranks:
-                cells = self._plain(rows[r], ages.get(r), r in standout)
+                cells = self._plain(rows[r], ages.get(r), r in standout, procs.get(r), self.remote)
                 self.add_row(*(self._cell(cls, text) for cls, text in cells), key=str(r))
-                self._cells.update({(str(r), c): v for c, v in zip(COLUMNS, cells)})
+                self._cells.update({(str(r), c): v for c, v in zip(self.columns_shown, cells)})
             self._ranks = ranks
             self.move_cursor(row=min(keep, len(ranks)), animate=False)
             return
         for r in ranks:  # 1 Hz while quiet: compare plain (class, text) pairs, build Text only on change
-            for col, cell in zip(COLUMNS, self._plain(rows[r], ages.get(r), r in standout)):
+            for col, cell in zip(self.columns_shown,
+                                 self._plain(rows[r], ages.get(r), r in standout, procs.get(r), self.remote)):
                 k = (str(r), col)
                 if self._cells.get(k) != cell:
                     self._cells[k] = cell
                     self.update_cell(str(r), col, self._cell(*cell))
 
     @staticmethod
-    def _plain(row: RankRow, age: float | None, standout: bool) -> list[tuple[str, str]]:
+    def _plain(row: RankRow, age: float | None, standout: bool, proc=None,
+               remote: bool = False) -> list[tuple[str, str]]:
         """(component class, text) of each cell."""
         state = row.state
         sym, word = STATE_SYMBOLS[state]
@@ -85,14 +106,17 @@ class RankTable(DataTable):
         first_text = "-"
         if first is not None and first.time is not None:
             first_text = first.time.strftime("%H:%M:%S") + ("~" if first.time_approx else "")
-        return [
+        cells = [
             (cls if state in ("initiating", "error") else "", str(row.rank)),
             (cls, f"{sym} {word}"),
             ("ranks--warning" if standout else "", fmt_age(age) + (" !" if standout else "")),
             ("ranks--error" if first is not None else "ranks--dim", first_text),
-            ("", row.node or "-"),
+            ("", row.node or (proc.node if proc is not None else None) or "-"),
+            ("ranks--dim", str(proc.pid) if proc is not None else "-"),
+            _fds(proc),
             ("ranks--dim", row.source or "-"),
         ]
+        return cells if remote else cells[:5] + cells[7:]
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
