@@ -82,14 +82,14 @@ def _words(cmd: str) -> list[str]:
 
 
 def _assert_one_word(cmd: str, d: str) -> None:
-    """Every word that holds part of the hostile directory holds all of it: the value from the
-    log is one shell word, and nothing it contains runs."""
-    name = Path(d).name
+    """A word that holds the hostile directory's parent holds the whole directory: the value
+    from the log is one shell word, and nothing it contains runs."""
+    parent = str(Path(d).parent)
     words = _words(cmd)
     for bad in ("echo", "reboot", "id", "hi"):
         assert bad not in words, (bad, cmd)
     for w in words:
-        if any(part in w for part in re.split(r"[ ;$()`']+", name) if len(part) > 1):
+        if parent in w and w.rstrip("/") != parent:
             assert d in w, (w, cmd)
 
 
