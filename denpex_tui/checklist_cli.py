@@ -18,7 +18,9 @@ class InputError(Exception):
 
 
 def _json_out(obj) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    from denpex_tui.core.text import safe_json
+
+    sys.stdout.write(json.dumps(safe_json(obj), ensure_ascii=False) + "\n")
 
 
 def console():

@@ -86,17 +86,15 @@ def _setup_debug(target: str | None) -> None:
     log.debug("denpex %s debug log started, argv=%r", __version__, sys.argv)
 
 
-_COMMANDS = ("scan", "explain", "signatures", "probe", "watch")
-
-
-def _debug_before_command(argv: list[str]) -> list[str]:
+def _debug_before_command(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
     """``denpex --debug scan X``: --debug's FILE is optional, so argparse took ``scan`` as the
     file. A command name right after --debug is the command; the log goes to the default file."""
+    commands = {name for a in parser._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}
     out = list(argv)
     for i, a in enumerate(out):
-        if a in _COMMANDS:
+        if a in commands:
             break
-        if a == "--debug" and i + 1 < len(out) and out[i + 1] in _COMMANDS:
+        if a == "--debug" and i + 1 < len(out) and out[i + 1] in commands:
             out[i] = "--debug=-auto-"
             break
     return out
@@ -468,7 +466,7 @@ def _tolerant_streams() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = _debug_before_command(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
     _tolerant_streams()
     _quiet_logging()
     try:
@@ -476,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     except (AttributeError, ValueError):
         pass
     parser = build_parser()
+    argv = _debug_before_command(argv, parser)
     try:
         args = parser.parse_args(argv)
         _setup_debug(args.debug)

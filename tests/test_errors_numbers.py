@@ -86,6 +86,11 @@ def test_debug_on_a_full_filesystem_a_folder_and_before_the_command(tmp_path):
     assert json.loads(r.stdout)["incidents"]
     assert not (Path.cwd() / "scan").exists()
     assert "debug log started" in (tmp_path / "state" / "denpex" / "debug.log").read_text()
+    ck = tmp_path / "ckpt"
+    ck.mkdir()
+    r = run("--debug", "checkpoints", "--json", ck, env=env)  # every command, not only scan
+    assert "Traceback" not in r.stderr and not (Path.cwd() / "checkpoints").exists(), r.stderr
+    assert "no checkpoint tags found" in r.stderr, r.stderr  # the command ran
 
 
 def test_explain_refuses_what_is_not_a_regular_file(tmp_path):

@@ -5,7 +5,7 @@ folder name and hostile text inside real failure lines (terminal escape sequence
 controls, bidi and zero-width marks, Rich/Textual markup, bytes that are not UTF-8, an SGR
 with a 4 400-digit parameter), writes a multi-node job with them, and runs every output on
 it: ``scan`` (human and ``--json``), ``scan --follow --json``, ``probe`` (human and ``--json``),
-``explain``, ``signatures --check`` and ``watch`` in a pseudo-terminal (discovering the job
+``explain``, ``checkpoints``, ``signatures --check`` and ``watch`` in a pseudo-terminal (discovering the job
 from a training process whose ``--log-dir`` is hostile, with a user pack, a copied command and
 a deleted file). Every byte written is checked: valid UTF-8, no control or format character,
 and on the terminal no escape sequence but the app's own (CSI, its pointer-shape OSC 22, the
@@ -151,7 +151,15 @@ def _write_job(root: Path, folder: str, node: str, file: str, pack: str, text: s
     packdir.mkdir()
     (packdir / "team.ckpt-enospc.toml").write_text(PACK)
     (packdir / ("team.bad" + pack.replace("/", "_")[:60] + ".toml")).write_bytes(b"schema = 1\n")
-    return {"job": job, "named": named, "gone": gone, "pack": packdir}
+    # a DeepSpeed checkpoint folder: a hostile file name in a tag, hostile text in 'latest'
+    ckpt = root / (folder.replace("/", "_") + "-ckpt")
+    for step in (1, 2):
+        tag = ckpt / f"global_step{step}"
+        tag.mkdir(parents=True)
+        (tag / "mp_rank_00_model_states.pt").write_bytes(b"PK\x03\x04" + b"\x00" * 60)
+        (tag / (file.replace("/", "_")[:100] + "-zero_pp_rank_0_mp_rank_00_optim_states.pt")).write_bytes(b"x")
+    (ckpt / "latest").write_bytes(("global_step2" + text).encode("utf-8", "surrogateescape"))
+    return {"job": job, "named": named, "gone": gone, "pack": packdir, "ckpt": ckpt}
 
 
 PACK = """schema = 1
@@ -190,8 +198,9 @@ def _run(*args, stdin=None, timeout=120) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-def _follow_json(job: Path) -> bytes:
-    p = subprocess.Popen([sys.executable, "-m", "denpex_tui", "scan", "--follow", "--json", str(job)],
+def _follow_json(job: Path, pack: Path) -> bytes:
+    p = subprocess.Popen([sys.executable, "-m", "denpex_tui", "scan", "--follow", "--json", "--signatures", str(pack),
+                          str(job)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = b""
     end = time.monotonic() + 60
@@ -307,7 +316,7 @@ def test_hostile_names_and_lines_reach_no_output_raw(tmp_path_factory, folder, n
     check_json_doc(doc, "scan --json")
     assert doc["incidents"] and any("-rank7.log" in s["path"] for s in doc["sources"])
 
-    for line in check_plain(_follow_json(job), "follow --json").splitlines():
+    for line in check_plain(_follow_json(job, files["pack"]), "follow --json").splitlines():
         check_json_doc(json.loads(line), "follow --json")
 
     r = _run("probe", "--json", "--logs", job)
@@ -322,6 +331,14 @@ def test_hostile_names_and_lines_reach_no_output_raw(tmp_path_factory, folder, n
         r = _run(*args, stdin=files["named"].read_bytes() if args[-1] == "-" else None)
         assert r.returncode in (0, 1), r.stderr
         check_plain(r.stdout + r.stderr, " ".join(map(str, args[:2])))
+
+    for args in (["checkpoints", files["ckpt"]], ["checkpoints", "--json", files["ckpt"]]):
+        r = _run(*args)
+        assert r.returncode in (0, 1, 2), r.stderr
+        out = check_plain(r.stdout, " ".join(map(str, args[:2])))
+        check_plain(r.stderr, "checkpoints stderr")
+        if "--json" in args and r.stdout:
+            check_json_doc(json.loads(out), "checkpoints --json")
 
     r = _run("signatures", "--check", files["pack"])
     assert r.returncode == 2  # the bad file is a problem, named (escaped) on stderr

@@ -35,7 +35,7 @@ class WatchActions:
         self.copy_to_clipboard(cmd.text)
         todo = tuple(dict.fromkeys(cmd.missing + cmd.refused))
         note = f" · fill in {', '.join(f'<{m}>' for m in todo)} before running it" if todo else ""
-        pack = "" if cmd.builtin else f" [user pack: {cmd.pack}]"  # notify() escapes it (app.py)
+        pack = "" if cmd.builtin else f" [user pack: {cmd.pack}]"
         self.notify(f"Copied ({len(cmd.text)} chars): {cmd.title}{pack}{note}. Denpex never runs it.",
                     severity="warning" if todo else "information", timeout=6)
 

@@ -82,7 +82,9 @@ def run(args, err) -> int:
         return err(f"--wait: expected seconds between 0.5 and 3600, got {args.wait!r}")
     fleet = collect(specs, wait=wait)
     if getattr(args, "json", False):
-        sys.stdout.write(json.dumps(fleet.merged_json()) + "\n")
+        from denpex_tui.core.text import safe_json
+
+        sys.stdout.write(json.dumps(safe_json(fleet.merged_json()), ensure_ascii=False) + "\n")
         sys.stdout.flush()
     else:
         from denpex_tui.render.fleet_view import render

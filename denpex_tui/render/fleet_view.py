@@ -68,13 +68,12 @@ def render(fleet, file: IO | None = None, color: bool | None = None) -> None:
         f.write(plain_text(lines))
         f.flush()
         return
-    from rich.console import Console
     from rich.text import Text
 
     from .probe_view import STYLES
+    from .safe import safe_console
 
-    console = Console(file=f, force_terminal=True, highlight=False, markup=False, emoji=False,
-                      soft_wrap=True)
+    console = safe_console(f, force_terminal=True)
     for line in lines:
         t = Text()
         for text, style in line:

@@ -190,7 +190,7 @@ def _diff_lines(d) -> list[Line]:
         out.append([(f"  {c.verdict:<9}", c.verdict), (f"{safe(c.title)}: ", ""),
                     (safe(c.evidence, 300), "")])
         if c.check and c.verdict != "unlikely":
-            out.append([("             check: ", "dim"), (safe(c.check, 200), "")])
+            out.append([("             check: ", "dim"), (safe(c.check, 4000), "")])
     items = [c for c in d.checklist]
     if items:
         out.append([("  checklist:", "")])
