@@ -167,7 +167,7 @@ class _Open:
     __slots__ = (
         "fd", "dev", "ino", "size", "mtime_ns", "nlink", "pos", "emit_off", "pending",
         "pending_cont", "tail", "head", "ckpts", "history_end", "skip_nl", "nul_since",
-        "last_growth", "static", "wd", "note", "gz", "recs", "dup_until",
+        "last_growth", "static", "wd", "note", "gz", "recs", "dup_until", "skip_note",
     )
 
     def __init__(self, fd: int, st: os.stat_result | None, now: float) -> None:
@@ -186,6 +186,7 @@ class _Open:
         self.ckpts: list[tuple[int, bytes]] = []  # (line-boundary offset, bytes before it)
         self.recs = LineRecords()  # the last lines emitted, to resume exactly after a truncation
         self.dup_until = 0  # bytes before this were emitted already (a torn line read again)
+        self.skip_note = ""  # said on the next chunk (a skipped hole)
         self.history_end = -1
         self.skip_nl = False
         self.nul_since: float | None = None
@@ -208,6 +209,17 @@ class _Open:
             except OSError:
                 pass
             self.fd = -1
+
+
+def _data_after(fd: int, pos: int, size: int) -> int:
+    """Where data starts at or after ``pos`` (SEEK_DATA; ``size`` if only a hole is left;
+    ``pos`` where the filesystem cannot tell)."""
+    try:
+        return os.lseek(fd, pos, os.SEEK_DATA)
+    except OSError as e:
+        return max(pos, size) if e.errno == errno.ENXIO else pos
+    except AttributeError:
+        return pos
 
 
 def _recent(mtime_ns: int) -> bool:
@@ -470,6 +482,11 @@ class FileFollower:
                 if not new:
                     return "ok"
             else:
+                if z == 0:
+                    d = _data_after(f.fd, f.pos, size)
+                    if d - f.pos > len(new):  # a hole past this read: jump over it at seek speed
+                        self._skip_hole(f, d, size, now, r)
+                        return "ok"
                 stripped = _NUL_RUN.sub(b"", new)
                 dropped = len(new) - len(stripped)
                 f.nul_since = None
@@ -477,6 +494,9 @@ class FileFollower:
                     note = (note + "; " if note else "") + f"dropped {dropped} NUL bytes (sparse region or unwritten NFS pages)"
         else:
             f.nul_since = None
+        if f.skip_note:
+            note = (note + "; " if note else "") + f.skip_note
+            f.skip_note = ""
         read_start = f.pos
         f.pos += len(new)
         hl = len(f.head)
@@ -498,6 +518,21 @@ class FileFollower:
         if f.pos < size:
             r.more = True
         return "ok"
+
+    def _skip_hole(self, f: _Open, to: int, size: int, now: float, r: PollResult) -> None:
+        """A sparse region (never written: zeros) from our offset to ``to``: skipped, as
+        runs of NUL bytes are dropped; the next chunk's note says how much."""
+        f.skip_note = f"skipped {to - f.pos} bytes of a sparse region (a hole)"
+        f.pos = to
+        if not f.pending:
+            f.emit_off = to
+        f.tail = b""  # zeros: nothing to compare (the head still is)
+        f.recs.clear()
+        f.nul_since = None
+        f.last_growth = now
+        r.active = True
+        if f.pos < size:
+            r.more = True
 
     def _resume_point(self, f: _Open, size: int) -> tuple[int, str, int] | None:
         """Where to read again after the file shrank below our offset or its bytes before
