@@ -243,3 +243,54 @@ def test_follow_skips_a_sparse_region_at_seek_speed(tmp_path):
     run_tailer([str(p)], scenario, timeout=40)
     assert box["dt"] < 3.0
     assert b"\x00" not in box["chunks"][0].data and "sparse" in box["chunks"][0].note
+
+
+def _tree_with_links(tmp_path):
+    import sys
+
+    tree, outside = tmp_path / "logs", tmp_path / "elsewhere"
+    tree.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_bytes(b"[rank0]: a line from outside the log tree\n")
+    (tree / "rank0.log").symlink_to(outside / "secret.txt")
+    (tree / "rank1.log").symlink_to("/proc/kmsg")
+    os.mkfifo(outside / "fifo")
+    (tree / "rank2.log").symlink_to(outside / "fifo")
+    (tree / "rank3.log").write_bytes(OOM3)
+    with open(os.path.realpath(sys.executable), "rb") as fh:  # a real binary, named like a log
+        (tree / "rank5.log").write_bytes(fh.read(64 << 10))
+    return tree
+
+
+def test_follow_reports_links_out_of_the_tree_refuses_special_files_and_skips_binaries(tmp_path):
+    tree = _tree_with_links(tmp_path)
+
+    async def scenario(t, items):
+        await until(lambda: OOM3 in data_of(items, "rank3.log"))
+        await until(lambda: len(events(items, "error")) >= 3, timeout=10)
+        await asyncio.sleep(0.5)
+
+    items = run_tailer([str(tree) + "/"], scenario)
+    by_name = {}
+    for e in events(items):
+        by_name.setdefault(os.path.basename(e.path), []).append((e.state, e.detail))
+    assert any("followed a link outside the tree" in d for s, d in by_name["rank0.log"])
+    assert by_name["rank1.log"] == [("error", "a link to a file of /proc: /proc/kmsg: not followed")]
+    assert by_name["rank2.log"] == [("error", "a link to a FIFO, device or socket: not followed")]
+    assert ("error", "binary file, not a log: not followed") in by_name["rank5.log"]
+    assert data_of(items, "rank5.log") == b""
+    assert data_of(items, "rank1.log") == b""
+
+
+def test_scan_reports_links_out_of_the_tree_and_refuses_special_files(tmp_path):
+    import subprocess
+    import sys
+
+    tree = _tree_with_links(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "denpex_tui", "scan", str(tree)], capture_output=True, text=True, timeout=60)
+    assert "rank0.log: followed a link outside the tree" in r.stderr
+    assert "rank1.log: a link to a file of /proc: /proc/kmsg: skipped" in r.stderr
+    assert "rank2.log: a link to a FIFO, device or socket: skipped" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "denpex_tui", "scan", "/proc/kmsg"], capture_output=True, text=True,
+                       timeout=60)
+    assert "not a regular file (a file of /proc: /proc/kmsg)" in r.stderr and r.returncode == 2

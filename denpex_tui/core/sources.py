@@ -164,6 +164,7 @@ def _walk(root: str, warnings: list[str], budget: int, progress: dict) -> Iterat
     stack = [root]
     visited: set[tuple[int, int]] = set()
     n = 0
+    root_real = os.path.realpath(root)
     while stack:
         d = stack.pop()
         progress["current"] = d
@@ -187,6 +188,19 @@ def _walk(root: str, warnings: list[str], budget: int, progress: dict) -> Iterat
             try:
                 if e.is_dir(follow_symlinks=False):
                     subdirs.append(e.path)
+                elif looks_like_log(e.name) and e.is_symlink():
+                    why = special_target(e.path)
+                    if why or not e.is_file(follow_symlinks=True):
+                        if why or os.path.exists(e.path):
+                            warnings.append(f"{e.path}: a link to {why or 'a FIFO, device or socket'}: skipped")
+                        continue
+                    out = link_outside(e.path, root_real)
+                    if out:
+                        warnings.append(f"{e.path}: followed a link outside the tree (to {out})")
+                    n += 1
+                    if n > budget:
+                        return
+                    yield e.path, e.stat(follow_symlinks=True).st_size
                 elif looks_like_log(e.name) and e.is_file(follow_symlinks=True):
                     n += 1
                     if n > budget:
@@ -231,8 +245,41 @@ def _mostly_nul(sample: bytes) -> bool:
     return bool(sample) and sample.count(0) >= len(sample) * 0.6
 
 
+_PSEUDO_FS = ("/proc/", "/sys/")
+
+
+def special_target(path: str) -> str | None:
+    """Why ``path`` (or what a link there points to) must not be read as a log: a file of
+    /proc or /sys (``/proc/kmsg`` says it is a regular file; reading it blocks and consumes
+    the kernel log), or None. FIFOs and devices are refused by their type."""
+    real = os.path.realpath(path)
+    if real.startswith(_PSEUDO_FS):
+        return f"a file of /{real.split('/')[1]}: {real}"
+    return None
+
+
+def link_outside(path: str, root_real: str) -> str | None:
+    """The target of ``path`` when it is a symbolic link leading out of ``root_real``."""
+    if not os.path.islink(path):
+        return None
+    real = os.path.realpath(path)
+    if real == root_real or real.startswith(root_real.rstrip("/") + "/"):
+        return None
+    return real
+
+
+def sniff(head: bytes) -> str:
+    """'text', 'binary', 'gzip', 'utf-16-le' or 'utf-16-be' from a file's first bytes
+    (trailing NULs, the start of a hole or of unwritten pages, are not evidence)."""
+    return _sniff(head.rstrip(b"\0"))
+
+
 def _open(path: str):
-    """Open a source for binary reading; refuses FIFOs and devices (a FIFO would block)."""
+    """Open a source for binary reading; refuses FIFOs and devices (a FIFO would block),
+    and files of /proc, /sys and /dev behind links."""
+    why = special_target(path)
+    if why:
+        raise SourceError(f"{path}: not a regular file ({why}): skipped")
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)

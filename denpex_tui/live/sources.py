@@ -30,6 +30,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from denpex_tui.core.sources import link_outside, sniff, special_target
+
 from ._records import LineRecords
 
 __all__ = [
@@ -143,7 +145,7 @@ class PollResult:
     hold: bool = False  # something is held back briefly (NUL bytes): poll again soon
     done: bool = False  # remove this pollable
     hint: float | None = None  # do not poll again before this many seconds (errors)
-    discovered: list = field(default_factory=list)  # DirWatch: [(path, history_only, startup, explicit)]
+    discovered: list = field(default_factory=list)  # DirWatch: [(path, history_only, startup, explicit, link)]
     new_dirs: list = field(default_factory=list)  # DirWatch: [DirWatch]
 
 
@@ -317,6 +319,7 @@ class FileFollower:
         history_only: bool = False,
         cto: bool = False,
         inotify: Any = None,
+        link_outside: str = "",
     ) -> None:
         if start not in ("begin", "end"):
             raise ValueError("start must be 'begin' or 'end'")
@@ -342,6 +345,8 @@ class FileFollower:
         self.missing_since: float | None = None
         self.lost: _Open | None = None  # identity of a file we lost to an I/O error
         self.odd_name = False  # the name points to a FIFO, device... instead of a file
+        self.link_outside = link_outside  # a link out of the followed tree: its target
+        self.sniffed = False  # told text from binary (from the first bytes)
         # scheduling state, owned by the Tailer
         self.lane: Any = None
         self.interval = 0.0
@@ -691,6 +696,9 @@ class FileFollower:
         r.calls += 1
         if not stat_mod.S_ISREG(st.st_mode):
             raise NotRegularFile(errno.EINVAL, _kind_of(st.st_mode))
+        why = special_target(self.path) if not self.history_only else None
+        if why:  # /proc/kmsg says it is a regular file
+            raise NotRegularFile(errno.EINVAL, why)
         fd = os_open(self.path, _O_FLAGS)
         r.calls += 1
         try:
@@ -767,6 +775,8 @@ class FileFollower:
                 o.history_end = o.size
         elif self.ever_opened:
             detail = "recreated; " + detail
+        if self.link_outside and not self.ever_opened:
+            detail += f"; followed a link outside the tree (to {self.link_outside})"
         if self.gz:
             o.history_end = 1 << 62
         self.ever_opened = True
@@ -823,6 +833,14 @@ class FileFollower:
                 r.more = True
                 return  # finish the old file (or recovered copy) before reading the new one
         f = self.cur
+        if not self.sniffed and f.head.rstrip(b"\0"):
+            self.sniffed = True
+            if sniff(f.head) == "binary":  # as scan does
+                self._error(r, "binary file, not a log: not followed")
+                self.close()
+                self.state = "done"
+                r.done = True
+                return
         try:
             st = os_fstat(f.fd)
         except OSError as e:
@@ -1145,6 +1163,8 @@ class DirWatch:
         self.wd: int | None = None
         self.state = "new"
         self.source_id = "dir:" + os.path.abspath(path)
+        self.refused: set[str] = set()  # links to special files, reported once
+        self.root_real: str | None = None
         # scheduling state, owned by the Tailer
         self.lane: Any = None
         self.interval = 0.0
@@ -1195,7 +1215,7 @@ class DirWatch:
         if not stat_mod.S_ISDIR(st.st_mode):
             if self.is_root and self.spec.kind == "path":
                 # the argument turned out to be a file: the tailer follows it instead
-                r.discovered.append((self.path, False, self.state == "new", True))
+                r.discovered.append((self.path, False, self.state == "new", True, ""))
                 r.done = True
                 return r
             if self.is_root:
@@ -1252,7 +1272,7 @@ class DirWatch:
                 if mode is not None:
                     self.children.add(name)
                     r.new_dirs.append(DirWatch(e.path, self.spec, rel, mode, startup=startup, inotify=self.inotify))
-            elif is_file:
+            elif is_file or e.is_symlink():
                 if self.mode == "all":
                     c = classify_name(name)
                 else:
@@ -1261,10 +1281,28 @@ class DirWatch:
                         c = classify_name(name) or "live"
                         if c == "rotated" and not _has_magic(self.spec.pats[-1]):
                             c = "live"
+                if c is None:
+                    continue
+                link = ""
+                if e.is_symlink():
+                    why = special_target(e.path)
+                    if why is None and not is_file and os.path.exists(e.path):
+                        why = "a FIFO, device or socket"
+                    if why:  # refused as scan refuses such a file named directly
+                        if e.path not in self.refused:
+                            self.refused.add(e.path)
+                            r.items.append(SourceEvent(e.path, "error", f"a link to {why}: not followed",
+                                                       os.path.abspath(e.path)))
+                        continue
+                    if not is_file:
+                        continue  # a dangling link
+                    if self.root_real is None:
+                        self.root_real = os.path.realpath(self.spec.root)
+                    link = link_outside(e.path, self.root_real) or ""
                 if c == "live":
-                    r.discovered.append((e.path, False, startup, False))
+                    r.discovered.append((e.path, False, startup, False, link))
                 elif c == "rotated" and startup:
-                    r.discovered.append((e.path, True, startup, False))
+                    r.discovered.append((e.path, True, startup, False, link))
         # forget children that disappeared so a re-created one is found again
         if self.children:
             names = {e.name for e in entries}
