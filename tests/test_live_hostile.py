@@ -174,12 +174,17 @@ def stalling_mount(tmp_path):
             proc.kill()
             pytest.skip("FUSE mount did not come up")
         time.sleep(0.05)
+    STALL_DAEMONS.append(proc)
     try:
         yield mnt
     finally:
+        STALL_DAEMONS.remove(proc)
         subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
         proc.kill()
         proc.wait(timeout=10)
+
+
+STALL_DAEMONS: list = []  # the FUSE daemons of stalling_mount (a test may end one early)
 
 
 def test_a_time_out_keeps_the_findings_already_made(stalling_mount):

@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from test_live_hostile import stalling_mount  # noqa: F401  (a fixture: a FUSE file that stops answering)
+
 ENOSPC = "OSError: [Errno 28] No space left on device: '/ckpt/global_step100/mp_rank_00_model_states.pt'\n"
 
 
@@ -106,3 +108,41 @@ def test_a_busy_exec_at_exit_prints_no_event_loop_noise(tmp_path):
     finally:
         if _group_alive(pgid):
             os.killpg(pgid, signal.SIGKILL)
+
+
+
+def test_scan_killed_with_sigterm_takes_its_forked_worker_with_it(stalling_mount):
+    """`denpex scan SLOWDIR & kill -TERM $!`: the parent exits at once (143), and the forked
+    worker must not write its report to the shell when its read times out later. (A
+    process blocked in a FUSE read the daemon never answers cannot finish dying until it
+    answers: the kernel keeps it, and the pipe, until the unmount; it must never write.)"""
+    proc = subprocess.Popen([sys.executable, "-m", "denpex_tui", "scan", "--io-timeout", "2",
+                             str(stalling_mount / "rank3.log")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.5)  # the worker is reading, then blocked on the mount
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == -signal.SIGTERM
+    out, err = _collect(proc.stdout, 4.0), _collect(proc.stderr, 0.2)  # past the 2 s time-out
+    assert out == b"" and b"no progress" not in err, (out[-300:], err[-300:])
+    subprocess.run(["fusermount3", "-u", "-z", str(stalling_mount)], capture_output=True)
+    from test_live_hostile import STALL_DAEMONS
+
+    for d in STALL_DAEMONS:
+        d.kill()  # the blocked read fails: the killed worker can finish dying
+    assert _collect(proc.stdout, 10.0, until_eof=True) == b""
+
+
+def _collect(stream, timeout: float, until_eof: bool = False) -> bytes:
+    import select
+
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([stream], [], [], 0.1)
+        if r:
+            chunk = os.read(stream.fileno(), 65536)
+            if not chunk:
+                return buf
+            buf += chunk
+    if until_eof:
+        raise AssertionError(f"no EOF after {timeout} s: the worker is still alive ({buf[-300:]!r})")
+    return buf
