@@ -415,6 +415,20 @@ def _detached(fn) -> int:
                         pass
                 os._exit(int(code))
     os.close(w)
+
+    def _end(sig, _frame) -> None:
+        # `denpex scan SLOWDIR & kill -TERM $!`: the work dies with us; it must not print its
+        # report to the shell later (SIGKILL: it may be blocked on a dead mount)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, os.WNOHANG)
+        except OSError:
+            pass
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _end)
     got = b""
     while True:
         try:

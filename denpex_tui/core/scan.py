@@ -41,7 +41,9 @@ class ScanResult:
 
     @property
     def readable_sources(self) -> int:
-        return sum(1 for r in self.job.results.values() if not r.errors)
+        # a source that stopped answering after some of it was read still counts: what was
+        # found in it is kept (see process_source)
+        return sum(1 for r in self.job.results.values() if not r.errors or r.bytes)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,15 +115,27 @@ def _year_hint(path: str) -> int | None:
 
 def process_source(info: SourceInfo, matcher: Matcher, *, io_timeout: float | None = None) -> ProcessorResult:
     """One source through the pipeline. With ``io_timeout``, a read that makes no progress
-    for that long (a hung mount) makes this source an error and the scan goes on."""
+    for that long (a hung mount) makes this source an error and the scan goes on; what was
+    found in it before the read stopped answering is kept."""
     if io_timeout:
-        box: dict[str, SourceProcessor] = {}
-        done, res = _watchdog(lambda: _process(info, matcher, box),
-                              lambda: box["p"].bytes_read if "p" in box else -1, io_timeout)
+        box: dict[str, Any] = {"read": 0, "lock": threading.Lock()}
+        done, res = _watchdog(lambda: _process(info, matcher, box), lambda: box["read"], io_timeout)
         if done:
             return res
+        why = f"{info.path}: no progress for {io_timeout:.0f} s (hung filesystem?): skipped"
+        lock = box["lock"]
+        if lock.acquire(timeout=5.0):  # the reader is stuck in the kernel, not in the parser
+            try:
+                box["abandoned"] = True
+                p = box.get("p")
+                if p is not None:
+                    p.close()
+                    p.errors.append(why.replace(": skipped", ": the rest of it was skipped"))
+                    return ProcessorResult.of(p)
+            finally:
+                lock.release()
         p = SourceProcessor(info, matcher)
-        p.errors.append(f"{info.path}: no progress for {io_timeout:.0f} s (hung filesystem?): skipped")
+        p.errors.append(why)
         return ProcessorResult.of(p)
     return _process(info, matcher, {})
 
@@ -161,8 +175,10 @@ def process_many(sources: list[SourceInfo], matcher: Matcher, io_timeout: float 
 
 
 def _process(info: SourceInfo, matcher: Matcher, box: dict) -> ProcessorResult:
+    lock = box.setdefault("lock", threading.Lock())
     p = SourceProcessor(info, matcher, year_hint=_year_hint(info.path))
-    box["p"] = p
+    with lock:
+        box["p"] = p
     try:
         if info.kind == "error-json":
             with open(info.path, "rb") as fh:
@@ -170,17 +186,28 @@ def _process(info: SourceInfo, matcher: Matcher, box: dict) -> ProcessorResult:
             if len(blob) > _ERROR_JSON_MAX:
                 p.errors.append(f"{info.path}: error file larger than 4 MiB: skipped")
             else:
-                p.feed_error_json(blob)
+                with lock:
+                    if not box.get("abandoned"):
+                        p.feed_error_json(blob)
         else:
-            for off, data in read_chunks(info.path):
-                p.feed(data, off)
-            p.close()
+            for off, data in read_chunks(info.path, progress=box):
+                with lock:
+                    if box.get("abandoned"):  # the watchdog gave up and kept what we found
+                        break
+                    p.feed(data, off)
+            with lock:
+                if not box.get("abandoned"):
+                    p.close()
     except SourceError as exc:
-        p.close()
-        p.errors.append(str(exc))
+        with lock:
+            if not box.get("abandoned"):
+                p.close()
+                p.errors.append(str(exc))
     except OSError as exc:
-        p.close()
-        p.errors.append(f"{info.path}: read error ({exc.strerror or exc})")
+        with lock:
+            if not box.get("abandoned"):
+                p.close()
+                p.errors.append(f"{info.path}: read error ({exc.strerror or exc})")
     return ProcessorResult.of(p)
 
 

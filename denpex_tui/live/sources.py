@@ -30,6 +30,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from denpex_tui.core.sources import link_outside, sniff, special_target
+
 from ._records import LineRecords
 
 __all__ = [
@@ -143,7 +145,7 @@ class PollResult:
     hold: bool = False  # something is held back briefly (NUL bytes): poll again soon
     done: bool = False  # remove this pollable
     hint: float | None = None  # do not poll again before this many seconds (errors)
-    discovered: list = field(default_factory=list)  # DirWatch: [(path, history_only, startup, explicit)]
+    discovered: list = field(default_factory=list)  # DirWatch: [(path, history_only, startup, explicit, link)]
     new_dirs: list = field(default_factory=list)  # DirWatch: [DirWatch]
 
 
@@ -167,7 +169,7 @@ class _Open:
     __slots__ = (
         "fd", "dev", "ino", "size", "mtime_ns", "nlink", "pos", "emit_off", "pending",
         "pending_cont", "tail", "head", "ckpts", "history_end", "skip_nl", "nul_since",
-        "last_growth", "static", "wd", "note", "gz", "recs", "dup_until",
+        "last_growth", "static", "wd", "note", "gz", "recs", "dup_until", "skip_note",
     )
 
     def __init__(self, fd: int, st: os.stat_result | None, now: float) -> None:
@@ -186,6 +188,7 @@ class _Open:
         self.ckpts: list[tuple[int, bytes]] = []  # (line-boundary offset, bytes before it)
         self.recs = LineRecords()  # the last lines emitted, to resume exactly after a truncation
         self.dup_until = 0  # bytes before this were emitted already (a torn line read again)
+        self.skip_note = ""  # said on the next chunk (a skipped hole)
         self.history_end = -1
         self.skip_nl = False
         self.nul_since: float | None = None
@@ -208,6 +211,17 @@ class _Open:
             except OSError:
                 pass
             self.fd = -1
+
+
+def _data_after(fd: int, pos: int, size: int) -> int:
+    """Where data starts at or after ``pos`` (SEEK_DATA; ``size`` if only a hole is left;
+    ``pos`` where the filesystem cannot tell)."""
+    try:
+        return os.lseek(fd, pos, os.SEEK_DATA)
+    except OSError as e:
+        return max(pos, size) if e.errno == errno.ENXIO else pos
+    except AttributeError:
+        return pos
 
 
 def _recent(mtime_ns: int) -> bool:
@@ -305,6 +319,7 @@ class FileFollower:
         history_only: bool = False,
         cto: bool = False,
         inotify: Any = None,
+        link_outside: str = "",
     ) -> None:
         if start not in ("begin", "end"):
             raise ValueError("start must be 'begin' or 'end'")
@@ -330,6 +345,8 @@ class FileFollower:
         self.missing_since: float | None = None
         self.lost: _Open | None = None  # identity of a file we lost to an I/O error
         self.odd_name = False  # the name points to a FIFO, device... instead of a file
+        self.link_outside = link_outside  # a link out of the followed tree: its target
+        self.sniffed = False  # told text from binary (from the first bytes)
         # scheduling state, owned by the Tailer
         self.lane: Any = None
         self.interval = 0.0
@@ -470,6 +487,11 @@ class FileFollower:
                 if not new:
                     return "ok"
             else:
+                if z == 0:
+                    d = _data_after(f.fd, f.pos, size)
+                    if d - f.pos > len(new):  # a hole past this read: jump over it at seek speed
+                        self._skip_hole(f, d, size, now, r)
+                        return "ok"
                 stripped = _NUL_RUN.sub(b"", new)
                 dropped = len(new) - len(stripped)
                 f.nul_since = None
@@ -477,6 +499,9 @@ class FileFollower:
                     note = (note + "; " if note else "") + f"dropped {dropped} NUL bytes (sparse region or unwritten NFS pages)"
         else:
             f.nul_since = None
+        if f.skip_note:
+            note = (note + "; " if note else "") + f.skip_note
+            f.skip_note = ""
         read_start = f.pos
         f.pos += len(new)
         hl = len(f.head)
@@ -498,6 +523,21 @@ class FileFollower:
         if f.pos < size:
             r.more = True
         return "ok"
+
+    def _skip_hole(self, f: _Open, to: int, size: int, now: float, r: PollResult) -> None:
+        """A sparse region (never written: zeros) from our offset to ``to``: skipped, as
+        runs of NUL bytes are dropped; the next chunk's note says how much."""
+        f.skip_note = f"skipped {to - f.pos} bytes of a sparse region (a hole)"
+        f.pos = to
+        if not f.pending:
+            f.emit_off = to
+        f.tail = b""  # zeros: nothing to compare (the head still is)
+        f.recs.clear()
+        f.nul_since = None
+        f.last_growth = now
+        r.active = True
+        if f.pos < size:
+            r.more = True
 
     def _resume_point(self, f: _Open, size: int) -> tuple[int, str, int] | None:
         """Where to read again after the file shrank below our offset or its bytes before
@@ -656,6 +696,9 @@ class FileFollower:
         r.calls += 1
         if not stat_mod.S_ISREG(st.st_mode):
             raise NotRegularFile(errno.EINVAL, _kind_of(st.st_mode))
+        why = special_target(self.path) if not self.history_only else None
+        if why:  # /proc/kmsg says it is a regular file
+            raise NotRegularFile(errno.EINVAL, why)
         fd = os_open(self.path, _O_FLAGS)
         r.calls += 1
         try:
@@ -732,6 +775,8 @@ class FileFollower:
                 o.history_end = o.size
         elif self.ever_opened:
             detail = "recreated; " + detail
+        if self.link_outside and not self.ever_opened:
+            detail += f"; followed a link outside the tree (to {self.link_outside})"
         if self.gz:
             o.history_end = 1 << 62
         self.ever_opened = True
@@ -788,6 +833,14 @@ class FileFollower:
                 r.more = True
                 return  # finish the old file (or recovered copy) before reading the new one
         f = self.cur
+        if not self.sniffed and f.head.rstrip(b"\0"):
+            self.sniffed = True
+            if sniff(f.head) == "binary":  # as scan does
+                self._error(r, "binary file, not a log: not followed")
+                self.close()
+                self.state = "done"
+                r.done = True
+                return
         try:
             st = os_fstat(f.fd)
         except OSError as e:
@@ -1111,6 +1164,8 @@ class DirWatch:
         self.wd: int | None = None
         self.state = "new"
         self.source_id = "dir:" + os.path.abspath(path)
+        self.refused: set[str] = set()  # links to special files, reported once
+        self.root_real: str | None = None
         # scheduling state, owned by the Tailer
         self.lane: Any = None
         self.interval = 0.0
@@ -1161,7 +1216,7 @@ class DirWatch:
         if not stat_mod.S_ISDIR(st.st_mode):
             if self.is_root and self.spec.kind == "path":
                 # the argument turned out to be a file: the tailer follows it instead
-                r.discovered.append((self.path, False, self.state == "new", True))
+                r.discovered.append((self.path, False, self.state == "new", True, ""))
                 r.done = True
                 return r
             if self.is_root:
@@ -1218,7 +1273,7 @@ class DirWatch:
                 if mode is not None:
                     self.children.add(name)
                     r.new_dirs.append(DirWatch(e.path, self.spec, rel, mode, startup=startup, inotify=self.inotify))
-            elif is_file:
+            elif is_file or e.is_symlink():
                 if self.mode == "all":
                     c = classify_name(name)
                 else:
@@ -1227,10 +1282,28 @@ class DirWatch:
                         c = classify_name(name) or "live"
                         if c == "rotated" and not _has_magic(self.spec.pats[-1]):
                             c = "live"
+                if c is None:
+                    continue
+                link = ""
+                if e.is_symlink():
+                    why = special_target(e.path)
+                    if why is None and not is_file and os.path.exists(e.path):
+                        why = "a FIFO, device or socket"
+                    if why:  # refused as scan refuses such a file named directly
+                        if e.path not in self.refused:
+                            self.refused.add(e.path)
+                            r.items.append(SourceEvent(e.path, "error", f"a link to {why}: not followed",
+                                                       os.path.abspath(e.path)))
+                        continue
+                    if not is_file:
+                        continue  # a dangling link
+                    if self.root_real is None:
+                        self.root_real = os.path.realpath(self.spec.root)
+                    link = link_outside(e.path, self.root_real) or ""
                 if c == "live":
-                    r.discovered.append((e.path, False, startup, False))
+                    r.discovered.append((e.path, False, startup, False, link))
                 elif c == "rotated" and startup:
-                    r.discovered.append((e.path, True, startup, False))
+                    r.discovered.append((e.path, True, startup, False, link))
         # forget children that disappeared so a re-created one is found again
         if self.children:
             names = {e.name for e in entries}

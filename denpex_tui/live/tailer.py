@@ -487,7 +487,7 @@ class Tailer:
         self._setup(d, "dir")
         self._enqueue(d, urgent=True)
 
-    def _add_file(self, path: str, history_only: bool, startup: bool, explicit: bool) -> None:
+    def _add_file(self, path: str, history_only: bool, startup: bool, explicit: bool, link: str = "") -> None:
         sid = os.path.abspath(path)
         if sid in self.followers:
             return
@@ -507,6 +507,7 @@ class Tailer:
             history_only=history_only,
             cto=fstype in CTO_FS,
             inotify=self._ino,
+            link_outside=link,
         )
         self.followers[sid] = f
         self._setup(f, "file")
@@ -784,10 +785,10 @@ class Tailer:
                 self.bucket.charge(r.calls - 1, now)
             for item in r.items:
                 self._put(item)
-            for path, hist_only, startup, explicit in r.discovered:
+            for path, hist_only, startup, explicit, link in r.discovered:
                 f = self.followers.get(os.path.abspath(path))
                 if f is None:
-                    self._add_file(path, hist_only, startup, explicit)
+                    self._add_file(path, hist_only, startup, explicit, link)
                 elif f.cur is None or f.awaiting_since is not None:
                     # the listing shows a file at a name whose follower lost it: look now
                     f.force_name_check = True
