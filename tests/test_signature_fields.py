@@ -71,6 +71,24 @@ CASES = [
     ("nccl.shm-attach-failed",
      "ubuntu:9621:9691 [6] misc/shmutils.cc:71 NCCL WARN Error: failed to extend /dev/shm/nccl-fjwOOB to 5967876 bytes",
      {"path": "/dev/shm/nccl-fjwOOB"}),
+    ("horovod.stall", "v0/tower_0/HorovodAllreduce_v0_tower_0_gradients_AddN_37_0 [missing ranks: 815]",
+     {"blamed_ranks": "815"}),
+    ("horovod.stall",
+     "[1,0]<stderr>:2: [HorovodBroadcast_Variable_0, HorovodBroadcast_Variable_1_0, HorovodBroadcast_Variable_2_0]",
+     {"blamed_ranks": "2"}),
+    ("horovod.stall",
+     "[0] 1: [broadcast.assign_conv_block_modules.0.0.bias, broadcast.assign_conv_block_modules.0.0.weight, "
+     "broadcast.assign_conv_first_modules.0.bias, broadcast.assign_conv_first_modules.0.weight, "
+     "broadcast.assign_conv_last_modules.0.bias, broadcast.assign_conv_last_modules.0.weight ...]",
+     {"blamed_ranks": "1"}),
+    # Horovod 0.13 listed the ranks that were READY: no rank is blamed from that line.
+    ("horovod.stall",
+     "WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are "
+     "waiting for remainder of ranks for more than 60 seconds. This may indicate that different ranks are trying to "
+     "submit different tensors or that only subset of ranks is submitting tensors, which will cause deadlock. Stalled "
+     "ops: allreduce.conv1.weight [ready ranks: 5, 1, 4, 7, 2, 3], allreduce.bn1.weight [ready ranks: 5, 1, 4, 7, 2, 3]",
+     {}),
+    ("ib.completion-error", "mlx5: cn10: got completion with error:", {"host": "cn10"}),
 ]
 
 
