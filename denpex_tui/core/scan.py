@@ -143,34 +143,42 @@ def process_source(info: SourceInfo, matcher: Matcher, *, io_timeout: float | No
 def process_many(sources: list[SourceInfo], matcher: Matcher, io_timeout: float | None, add) -> None:
     """Every source through the pipeline in one worker thread under one watchdog (a thread per
     small file costs more than reading it: 10 000 rank files). A source that makes no progress
-    for ``io_timeout`` is given up (a hung mount) with what it had found, and the rest go on in
-    a fresh thread; an abandoned thread never touches the job again."""
+    for ``io_timeout`` is given up (a hung mount) with what it had found, as
+    :func:`process_source` does, and the rest go on in a fresh thread; an abandoned thread never
+    touches the job again."""
     if not io_timeout:
         for s in sources:
             add(_process(s, matcher, {}))
         return
-    state = {"i": 0, "gen": 0}
-    box: dict[str, Any] = {}
+    state = {"i": 0}
     while state["i"] < len(sources):
-        gen = state["gen"]
+        box: dict[str, Any] = {"read": 0, "lock": threading.Lock()}
 
-        def run(gen=gen) -> None:
-            while state["i"] < len(sources) and state["gen"] == gen:
+        def run(box=box) -> None:
+            while state["i"] < len(sources):
                 res = _process(sources[state["i"]], matcher, box)
-                if state["gen"] != gen:
-                    return  # given up on while it was blocked: its result is stale
-                add(res)
-                state["i"] += 1
+                with box["lock"]:
+                    if box.get("abandoned"):
+                        return  # given up on while it was blocked: its result is stale
+                    add(res)
+                    state["i"] += 1
+                    box["read"] = 0
 
-        done, _ = _watchdog(run, lambda: (state["i"], box["p"].bytes_read if "p" in box else -1), io_timeout)
+        done, _ = _watchdog(run, lambda box=box: (state["i"], box["read"]), io_timeout)
         if done:
             return
         stuck = sources[state["i"]]
-        state["gen"] += 1
-        p = box.get("p") if box.get("p") is not None and box["p"].info is stuck else SourceProcessor(stuck, matcher)
-        p.errors.append(f"{stuck.path}: no progress for {io_timeout:.0f} s (hung filesystem?): skipped the rest")
+        why = f"{stuck.path}: no progress for {io_timeout:.0f} s (hung filesystem?): skipped"
+        with box["lock"]:  # the reader is stuck in the kernel, not in the parser
+            box["abandoned"] = True
+            p = box.get("p")
+            if p is not None and p.info is stuck:
+                p.close()
+                p.errors.append(why.replace(": skipped", ": the rest of it was skipped"))
+            else:
+                p = SourceProcessor(stuck, matcher)
+                p.errors.append(why)
         add(ProcessorResult.of(p))
-        box.clear()
         state["i"] += 1
 
 
