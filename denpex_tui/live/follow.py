@@ -76,8 +76,7 @@ async def _follow(engine: Engine, as_json: bool) -> None:
                 if d is None:
                     continue
                 d = safe_json(d)  # node names, paths, warnings: every string through the one door
-                out.write((json.dumps(d, ensure_ascii=False) if as_json else readable(d)) + "
-")
+                out.write((json.dumps(d, ensure_ascii=False) if as_json else readable(d)) + "\n")
                 out.flush()
         finally:
             await events.aclose()  # the engine's own clean-up (commands stopped, files closed)
