@@ -61,6 +61,7 @@ _CONSEQUENCE = re.compile(
     r"|\bgot signal: \d{1,2}\b"
 )
 _ARRIVAL = re.compile(r"failed to pass monitoredBarrier")
+_STALL_REPORTS = {"horovod.stall"}  # reports that name the ranks that never arrived
 _BLAMES = re.compile(
     r"Ranks? (?P<ranks>\d{1,7}(?:, ?\d{1,7})*) failed to pass monitoredBarrier"
     r"|[Pp]lease check rank (?P<ranks2>\d{1,7}) logs? for (?:the )?faulty rank"
@@ -367,12 +368,13 @@ def _blamed_incident(attempt, blamed: dict[int, Finding], coll, lasts, catalog) 
     """A rank another rank's report names as the faulty one (PyTorch's monitored barrier,
     "please check rank N logs for faulty rank"), when the named rank's own log is not here."""
     blamers = {f.rank for f in blamed.values() if f.rank is not None}
-    cands = sorted(blamed, key=lambda r: (r in blamers, not _ARRIVAL.search(blamed[r].text), r))
+    cands = sorted(blamed, key=lambda r: (r in blamers, not (_ARRIVAL.search(blamed[r].text)
+                                                              or blamed[r].signature in _STALL_REPORTS), r))
     r = cands[0]
     b = blamed[r]
     init = _entry(b, [b])
     init.rank, init.local_rank, init.role = r, None, "initiating"
-    if _ARRIVAL.search(b.text):
+    if _ARRIVAL.search(b.text) or b.signature in _STALL_REPORTS:
         sig = catalog.get("dist.rank-stalled")
         init.signature = "dist.rank-stalled"
         init.title = sig.title if sig else "Rank stalled: its peers timed out waiting for it"
