@@ -133,6 +133,7 @@ def _not_rank(p: ParsedLine, m: re.Match[str]) -> bool:
 _NOT_HOST = re.compile(
     r"(?i)[\w.]*(?:error|exception|warning|interrupt|exit|fault)\d*|rank\d+|default\d+|step\d+|epoch\d+|"
     r"iter(?:ation)?\d+|gpu\d+|cuda\d*|nccl\w*|python\d[\w.]*|torch\w*|http\w*|line\d+"
+    r"|mlx\d+|ucx\w*|ib\w*\d+|eth\d+|ena\d*|nvrm\w*|hfi\d+"  # device drivers' own labels
 )
 
 FORMATS: tuple[PrefixFormat, ...] = (
