@@ -1,6 +1,6 @@
 """How far a rank got: the training step and the checkpoint saves its own log shows.
 
-Read from the lines themselves (one pass, bounded memory), for ``verify`` (did the rerun get as
+Read from the lines themselves (one pass in C over chunks, bounded memory), for ``verify`` (did the rerun get as
 far as the failure?), ``evidence`` (the step at the failure) and the failure's rhythm (how many
 saves each rank completed before it failed). Step lines, as printed by the trainers:
 
@@ -60,29 +60,87 @@ def _steps(text: str) -> list[int]:
     return [int(m.group(1)) for m in STEP.finditer(text)]
 
 
+_CHUNK = 4 << 20
+_BACK = 256 << 10  # how far back a save line looks for the step it belongs to
+# Lines that may be save lines, found in C over whole chunks: only they are read one by one.
+_SAVE_B = re.compile(rb"(?i)sav(?:e|ing)|ready now|copying complete")
+_STEP_B = re.compile(STEP.pattern.encode(), re.I)
+
+
+def _last_step(buf: bytes) -> tuple[int | None, int | None]:
+    """(step, offset of its line) of the last step line in ``buf`` that is not a save line."""
+    end = len(buf)
+    while end > 0:
+        start = max(0, end - (64 << 10))
+        ms = list(_STEP_B.finditer(buf, start, end))
+        for m in reversed(ms):
+            ls = buf.rfind(b"\n", 0, m.start()) + 1
+            le = buf.find(b"\n", m.end())
+            line = buf[ls : le if le >= 0 else len(buf)]
+            if not _SAVE_B.search(line):
+                steps = [int(x.group(1)) for x in _STEP_B.finditer(line)]
+                return steps[-1], ls
+        if start == 0:
+            break
+        end = buf.rfind(b"\n", 0, start) + 1 or start
+    return None, None
+
+
 def read_progress(path: str, stop_line: int | None = None) -> Progress:
-    """Progress of one file, up to (not including) ``stop_line`` when given."""
+    """Progress of one file, up to (not including) ``stop_line`` when given.
+
+    One pass in C over whole chunks: only lines that may be save lines are decoded; a rank's step
+    is its last step line before a save (and at the end), which is the step reached in a log whose
+    steps only grow (a training loop's)."""
     p = Progress(path)
     started: dict[int, None] = {}
     done: dict[int, None] = {}
+    line_base = 0  # lines before the current chunk
+    tail = b""  # the end of the previous chunk, for a save line's step
     with open(path, "rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            if stop_line is not None and n >= stop_line:
+        while True:
+            data = fh.read(_CHUNK)
+            if not data:
                 break
-            p.lines = n
-            text = raw[:_MAX_LINE].decode("utf-8", "replace")
-            steps = _steps(text)
-            is_start = SAVE_START.search(text) is not None
-            is_done = not is_start and SAVE_DONE.search(text) is not None and not _NOT_DONE.search(text)
-            key = steps[-1] if steps else p.last_step
-            if steps and not (is_start or is_done):
-                p.last_step, p.last_step_line = max(steps[-1], p.last_step or 0), n
-            elif steps and p.last_step is None:
-                p.last_step, p.last_step_line = steps[-1], n
-            if is_start and key is not None:
-                started.setdefault(key)
-            if is_done and key is not None:
-                done.setdefault(key)
+            if not data.endswith(b"\n"):
+                rest = fh.readline()
+                data += rest
+            nlines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+            if stop_line is not None and line_base + nlines >= stop_line:
+                cut = 0
+                for _ in range(stop_line - 1 - line_base):
+                    cut = data.find(b"\n", cut) + 1
+                data, nlines, last = data[:cut], stop_line - 1 - line_base, True
+            else:
+                last = False
+            buf = tail + data
+            off0 = len(tail)
+            for m in _SAVE_B.finditer(data):
+                ls = data.rfind(b"\n", 0, m.start()) + 1
+                le = data.find(b"\n", m.end())
+                text = data[ls : le if le >= 0 else len(data)][:_MAX_LINE].decode("utf-8", "replace")
+                is_start = SAVE_START.search(text) is not None
+                is_done = not is_start and SAVE_DONE.search(text) is not None and not _NOT_DONE.search(text)
+                if not (is_start or is_done):
+                    continue
+                steps = _steps(text)
+                if steps:
+                    key = steps[-1]
+                else:
+                    key, _ = _last_step(buf[max(0, off0 + ls - _BACK) : off0 + ls])
+                if key is None:
+                    continue
+                (started if is_start else done).setdefault(key)
+            step, at = _last_step(data)
+            if step is not None:
+                p.last_step = step if p.last_step is None else max(p.last_step, step)
+                if p.last_step == step:
+                    p.last_step_line = line_base + data.count(b"\n", 0, at) + 1
+            line_base += nlines
+            p.lines = line_base
+            tail = data[-_BACK:]
+            if last:
+                break
     p.saves_started = list(started)
     p.saves_done = list(done)
     return p
