@@ -111,3 +111,24 @@ def fixed_readings(root: str, near_limits: bool = True):
     if near_limits:
         prt[41232] = ProcessTrend(41232, 2, 2, 1015, 1024, saves_observed=6, save_interval_s=300.0, eta_saves=3)
     return snap, ptr, prt
+
+
+async def until(pilot, cond, timeout: float = 10.0, step: float = 0.05) -> bool:
+    """Wait (bounded) until ``cond()`` holds; returns whether it did."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() >= end:
+            return False
+        await pilot.pause(step)
+    return True
+
+
+def shown_lines(log) -> list:
+    """The log lines (not explanation rows) the log view shows, top to bottom."""
+    out = []
+    for i in range(log.row_count):
+        e = log.buf.entry(i)
+        if isinstance(e, int):
+            out.append(log.buf.line(e))
+    return out

@@ -27,9 +27,11 @@ from denpex_tui.live.stall import StallCleared, StallEvent
 from . import explaining
 from .actions import PANES, WatchActions
 from .feed import feed
-from .messages import EngineBatch, EngineDone, FixReady, Measured, ProbeUpdate
+from .messages import EngineBatch, EngineDone, FixReady, Measured, ProbeUpdate, TimelineChanged, ViewReady
 from .model import WatchState
 from .probing import ProbeLoop
+from .timeline import Timeline
+from .timelinework import TimelineWorker
 from .theming import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from .widgets.findings import FindingList
 from .widgets.fixpanel import FixPanel
@@ -52,8 +54,7 @@ class WatchOptions:
     processes: bool = True  # the engine's process table (exits on the timeline)
     probes: bool = True
     discover: bool | None = None
-    keep_lines: int = 1000  # per source, in the engine (the view keeps its own 20 000)
-    view_lines: int = 20_000
+    keep_lines: int = 1000  # per source, in the engine (the view reads every line back from the files)
     notice: str = ""
     root: str | None = None
     clock: Callable[[], float] = time.time
@@ -76,6 +77,8 @@ class DenpexApp(WatchActions, App):
         Binding("slash", "search", "search"),
         Binding("n", "search_next(1)", "next match", show=False),
         Binding("N", "search_next(-1)", "previous match", show=False),
+        Binding("ctrl+r", "search_regex", "search: regex on/off", show=False),
+        Binding("ctrl+t", "search_case", "search: case-sensitive on/off", show=False),
         Binding("a", "all_ranks", "all ranks", show=False),
         Binding("d", "toggle_copies", "show/hide the console's copies of per-rank lines", show=False),
         Binding("t", "next_theme", "theme", show=False),
@@ -95,6 +98,19 @@ class DenpexApp(WatchActions, App):
         self.probe = ProbeLoop(pids=options.pids, paths=options.probe_paths, discover=options.discover,
                                interval=options.probe_interval) if options.probes else None
         self.started = options.clock()
+        self.timeline = Timeline()
+        self.timeline_worker = TimelineWorker(self.timeline, options.paths, self.post_message)
+        self._want_view: tuple[int | None, bool] = (None, True)
+        self._pending_jump: int | None = None
+        self._rank_map: dict = {}
+        self._search_q = None
+        self._search_rx = None
+        self._search_regex = False
+        self._search_case = False
+        self._search_gen = 0
+        self._search_follow = False
+        self._matches = None
+        self._visible_matches = None
         self.pane = "log"
         self.engine_done = False
         self._fix_key: Any = None
@@ -125,7 +141,7 @@ class DenpexApp(WatchActions, App):
                     yield Gauges(id="gauges")
             with Container(id="center"):
                 with Vertical(id="log-box"):
-                    yield LogView(id="log", cap=self.options.view_lines)
+                    yield LogView(id="log", timeline=self.timeline)
                     yield Input(placeholder="search: Enter finds, Esc closes", id="search")
                 yield FixPanel(id="fix")
         yield Footer()
@@ -152,6 +168,7 @@ class DenpexApp(WatchActions, App):
         else:
             self.run_worker(functools.partial(self.probe.run, self.post_message), thread=True, group="probe",
                             exit_on_error=False, name="probes")
+        self.timeline_worker.start()
         self.run_worker(feed(self.engine, self.post_message), group="engine", exit_on_error=False, name="engine")
         self.set_interval(1.0, self._tick)
         self.theme_changed_signal.subscribe(self, lambda _t: self._refresh(force=True))
@@ -159,6 +176,7 @@ class DenpexApp(WatchActions, App):
 
     def on_unmount(self) -> None:
         self.engine.stop()
+        self.timeline_worker.stop()
         if self.probe is not None:
             self.probe.stop()
 
@@ -207,14 +225,16 @@ class DenpexApp(WatchActions, App):
         if msg.summary is not None:  # newer than the events of the batch: applied last
             s = msg.summary
             st.set_summary(s, self.options.clock())
-            log.set_context(s.kinds, s.rank_map, set(s.rank_sources))
+            if s.rank_map != self._rank_map:
+                self._rank_map = dict(s.rank_map)
+                self.timeline_worker.rank_map(s.rank_map)
             if self.probe is not None:
                 self.probe.lines(s.markers)
         if findings or incidents is not None or msg.summary is not None:
             self._marks()
             if self.probe is not None:
                 self.probe.lines([(f.raw_text or f.text, f.path, f.text_line, f.rank, None) for f in findings])
-        log.add_lines(lines)
+        self.timeline_worker.lines(lines)
         inc = st.incident
         key = (inc.attempt, inc.initiating.signature, inc.initiating.rank, inc.initiating.path,
                inc.initiating.line) if inc and inc.initiating else None
@@ -223,6 +243,30 @@ class DenpexApp(WatchActions, App):
             if not self._fix_pinned:
                 self.show_fix(inc.initiating, "incident")
         self._refresh()
+
+    def on_timeline_changed(self, msg: TimelineChanged) -> None:
+        if self._exit or not self.is_running:
+            return
+        if msg.error:
+            self.notify(f"the log view's index stopped: {msg.error}", severity="error", timeout=30)
+        self.query_one(LogView).grow()
+
+    def set_log_filter(self, rank: int | None, hide_copies: bool = True, jump: int | None = None) -> None:
+        """Ask the timeline thread for the rows of a filter; shown when ready (ViewReady)."""
+        self._want_view = (rank, hide_copies)
+        self._pending_jump = jump
+        self.timeline_worker.view(rank, hide_copies)
+
+    def on_view_ready(self, msg: ViewReady) -> None:
+        if self._exit or not self.is_running:
+            return
+        log = self.query_one(LogView)
+        if (msg.rank, msg.hide_copies) == self._want_view:
+            log.set_view(msg.view, msg.rank, msg.hide_copies)
+            if self._pending_jump is not None:
+                log.goto_seq(self._pending_jump, center=True)
+                self._pending_jump = None
+            self._refresh()
 
     def _rank(self, key: Any) -> int | None:
         if isinstance(key, tuple) and len(key) == 3:

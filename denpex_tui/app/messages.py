@@ -9,7 +9,8 @@ from typing import Any
 
 from textual.message import Message
 
-__all__ = ["EngineBatch", "EngineDone", "ProbeUpdate", "Measured", "FixReady", "ExplainReady"]
+__all__ = ["EngineBatch", "EngineDone", "ProbeUpdate", "Measured", "FixReady", "ExplainReady", "TimelineChanged",
+           "ViewReady", "SearchDone"]
 
 
 class EngineBatch(Message):
@@ -68,3 +69,32 @@ class ExplainReady(Message):
         self.source = source
         self.first_line = first_line
         self.last_line = last_line
+
+
+class TimelineChanged(Message):
+    """The merged timeline has ``rows`` lines (latest value wins)."""
+
+    def __init__(self, rows: int, built: bool, error: str | None = None) -> None:
+        super().__init__()
+        self.rows = rows
+        self.built = built
+        self.error = error
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, TimelineChanged) and message.error is None
+
+
+class ViewReady(Message):
+    def __init__(self, view: Any, rank: int | None, hide_copies: bool) -> None:
+        super().__init__()
+        self.view = view
+        self.rank = rank
+        self.hide_copies = hide_copies
+
+
+class SearchDone(Message):
+    def __init__(self, gen: int, query: Any, matches: Any) -> None:
+        super().__init__()
+        self.gen = gen
+        self.query = query
+        self.matches = matches  # sorted merged rows (seqs) that match, and whether the list is whole
