@@ -132,3 +132,11 @@ def shown_lines(log) -> list:
         if isinstance(e, int):
             out.append(log.buf.line(e))
     return out
+
+
+def widget_text(widget) -> list[str]:
+    """The lines a widget shows now, as plain text (what the terminal gets, without styles)."""
+    from textual.geometry import Region
+
+    w, h = widget.size
+    return ["".join(seg.text for seg in strip) for strip in widget.render_lines(Region(0, 0, w, h))]

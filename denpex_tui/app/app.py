@@ -302,7 +302,8 @@ class DenpexApp(WatchActions, App):
         extra = " · ".join(x for x in (self._gauge_alert, "engine stopped" if self.engine_done else "") if x)
         if log.rank_filter is not None:
             extra = f"log: rank {log.rank_filter} only (a: all)" + (f" · {extra}" if extra else "")
-        self.query_one(StatusBar).show(st.shape_text(), fmt_elapsed(now - self.started), log.follow, level, text, extra)
+        self.query_one(StatusBar).show(st.shape_text(), fmt_elapsed(now - self.started), log.follow, level, text, extra,
+                                       st.story_lines())
         ranks = self.query_one(RankTable)
         if force:
             ranks._ranks = []
