@@ -153,3 +153,16 @@ def test_commands_from_a_user_pack_and_incomplete_ones_say_so():
     assert command_note(cmd) == "[user pack: team-pack]  fill in <ckpt_dir>"
     shown = CommandRow(cmd, 1).command_text.plain
     assert "[user pack: team-pack]" in shown and "$ " + cmd.text in shown
+
+
+def test_bad_start_up_input_is_one_line_and_exit_2_before_the_screen(tmp_path, capsys):
+    from denpex_tui import cli
+
+    assert cli.main(["watch", str(tmp_path / "nonexistent")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"denpex watch: {tmp_path / 'nonexistent'}: no such file or directory (--wait waits for it)"]
+    assert cli.main(["watch", str(tmp_path), "--theme", "nosuch"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("denpex watch: no theme named 'nosuch'") and "denpex-dark" in err[0]
+    assert cli.main(["watch", str(tmp_path / "*.log")]) == 2
+    assert "no file matches" in capsys.readouterr().err

@@ -310,9 +310,10 @@ class WatchActions:
         exp = msg.explanation
         width = max(40, log.scrollable_content_region.width - 8)
         log.add_note(msg.anchor, explanation_lines(exp, width))
-        if exp.finding is not None:
+        if exp.finding is not None and exp.panel is not None:
             self._fix_pinned = True
-            key = ("explain", msg.source, msg.first_line)
-            self._fix_key, self._fix_finding = key, exp.finding
-            if exp.panel is not None:
-                await self.query_one(FixPanel).show(exp.finding, exp.panel, None, "explain")
+            shown = self._fix_finding
+            if shown is not None and (shown.path, shown.signature) == (exp.finding.path, exp.finding.signature) and \
+                    explaining.block_of([shown], exp.finding.path, exp.finding.text_line) is not None:
+                return  # the finding on show already, with its measurements: keep them
+            self.show_fix(exp.finding, "explain")  # measured like any finding, never a bare panel

@@ -60,6 +60,7 @@ class WatchOptions:
     clock: Callable[[], float] = time.time
     probe_interval: float = 5.0
     max_stat_rate: float = 500.0  # the tailer's cap on metadata calls per second
+    all_users: bool = False  # follow other users' training processes too (issue 14)
 
 
 class DenpexApp(WatchActions, App):
@@ -96,7 +97,8 @@ class DenpexApp(WatchActions, App):
         self.state = WatchState()
         self.state.root = options.root
         self.probe = ProbeLoop(pids=options.pids, paths=options.probe_paths, discover=options.discover,
-                               interval=options.probe_interval) if options.probes else None
+                               interval=options.probe_interval, job_paths=options.paths,
+                               all_users=options.all_users) if options.probes else None
         self.started = options.clock()
         self.timeline = Timeline()
         self.timeline_worker = TimelineWorker(self.timeline, options.paths, self.post_message)
@@ -326,7 +328,7 @@ class DenpexApp(WatchActions, App):
         if self._exit or not self.is_running:  # a worker message arriving while the app tears down
             return
         g = self.query_one(Gauges)
-        g.show(msg.snapshot, msg.path_trends, msg.proc_trends)
+        g.show(msg.snapshot, msg.path_trends, msg.proc_trends, ties=msg.ties, others=msg.others)
         alert = g.critical_count()
         self._gauge_alert = f"✖ {alert} gauge{'s' if alert > 1 else ''} critical (5)" if alert else ""
         self._refresh()
@@ -352,7 +354,7 @@ class DenpexApp(WatchActions, App):
         self.post_message(FixReady(key, finding, data, diff, origin))
         if metrics is None and self.probe is not None and data.signature is not None:
             path = data.values.get("path") or data.values.get("ckpt_dir")
-            self.probe.measure(key, finding.signature, path, data.values.get("pid"))
+            self.probe.measure(key, finding.signature, path, data.values.get("pid"), finding.node)
 
     async def on_fix_ready(self, msg: FixReady) -> None:
         if self._exit or not self.is_running:  # a worker message arriving while the app tears down

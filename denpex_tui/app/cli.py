@@ -28,10 +28,37 @@ def add_parser(subparsers) -> None:
                    help="play a realistic 8-rank job (rank 5 fills its disk) into a temporary folder and watch it")
     w.add_argument("--demo-speed", type=float, default=0.5, metavar="X", help=argparse.SUPPRESS)
     w.add_argument("--no-probes", action="store_true", help="do not measure processes and paths")
+    w.add_argument("--wait", action="store_true", help="wait for log paths that do not exist yet")
+    w.add_argument("--all-users", action="store_true",
+                   help="follow other users' training processes too (default: only yours)")
     w.add_argument("--max-stat-rate", type=float, default=500.0, metavar="N",
                    help="cap on stat/open calls per second while polling (protects a Lustre MDS; "
                         "1024 files need ~2000 for ~1 s latency without inotify); default 500")
     w.set_defaults(func=run)
+
+
+def _bad_start(args, watch_cfg) -> str | None:
+    """What makes the start-up input unusable, in one line (None: fine)."""
+    import glob
+
+    if not args.wait:
+        for p in args.paths:
+            if any(c in p for c in "*?["):
+                if not glob.glob(p, recursive=True):
+                    return f"{p}: no file matches (--wait waits for it)"
+            elif not os.path.exists(p):
+                return f"{p}: no such file or directory (--wait waits for it)"
+    theme = args.theme or watch_cfg.get("theme")
+    if theme:
+        from textual.theme import BUILTIN_THEMES
+
+        from .theming import load_themes
+
+        names = set(BUILTIN_THEMES) | {t.name for t in load_themes()[0]}
+        if theme not in names:
+            ours = sorted(n for n in names if n.startswith("denpex-"))
+            return f"no theme named {theme!r} (denpex's: {', '.join(ours)}; and Textual's own)"
+    return None
 
 
 def run(args, cfg) -> int:
@@ -39,6 +66,10 @@ def run(args, cfg) -> int:
         print("denpex: --max-stat-rate must be a positive number of calls per second", file=sys.stderr)
         return 2
     watch_cfg = cfg.get("watch", {}) if cfg else {}
+    problem = _bad_start(args, watch_cfg)
+    if problem:  # one line and exit 2, before the screen opens
+        print(f"denpex watch: {problem}", file=sys.stderr)
+        return 2
     sig_dirs = list(watch_cfg.get("signatures", [])) + list(args.signatures or [])
     paths = list(args.paths)
     notice = ""
@@ -85,7 +116,7 @@ def run(args, cfg) -> int:
         paths=paths, execs=list(args.exec_cmds), pids=list(args.pids), probe_paths=probe_paths,
         theme=args.theme or watch_cfg.get("theme"), processes=not args.demo, probes=not args.no_probes,
         discover=False if args.demo else None, notice=notice, root=common_root(paths),
-        max_stat_rate=args.max_stat_rate,
+        max_stat_rate=args.max_stat_rate, all_users=args.all_users,
     )
     app = DenpexApp(opts, catalog)
     if writer is not None:

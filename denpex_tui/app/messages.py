@@ -31,11 +31,14 @@ class EngineDone(Message):
 class ProbeUpdate(Message):
     """The latest probe snapshot and trends: latest value wins (a queued one is replaced)."""
 
-    def __init__(self, snapshot: Any, path_trends: dict[str, Any], proc_trends: dict[int, Any]) -> None:
+    def __init__(self, snapshot: Any, path_trends: dict[str, Any], proc_trends: dict[int, Any], *,
+                 ties: dict[int, str] | None = None, others: list | None = None) -> None:
         super().__init__()
         self.snapshot = snapshot
         self.path_trends = path_trends
         self.proc_trends = proc_trends
+        self.ties = ties  # pid -> how the process was tied to the job (None: not discovered)
+        self.others = others or []  # training processes here that are not the job's
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ProbeUpdate)

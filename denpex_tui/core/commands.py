@@ -21,7 +21,12 @@ from dataclasses import dataclass
 
 from .text import has_control
 
-__all__ = ["PLACEHOLDERS", "TemplateError", "parse_template", "RenderedCommand", "render_command"]
+__all__ = ["PLACEHOLDERS", "TemplateError", "parse_template", "RenderedCommand", "render_command",
+           "deleted_open_command", "DELETED_OPEN_TEMPLATE"]
+
+# lsof +L1 lists deleted-but-open files (link count < 1) of the whole system: "lsof +L1 -- DIR"
+# lists only files open *as* DIR, so the deleted files under a path are found by their name.
+DELETED_OPEN_TEMPLATE = "lsof -nP +L1 2>/dev/null | grep -F -- {dir}/"
 
 PLACEHOLDERS = ("path", "dir", "pid", "rank", "node", "log", "nvme_path", "ckpt_dir", "line")
 _NUMERIC = {"pid", "rank", "line"}
@@ -136,3 +141,12 @@ def render_command(
         builtin=builtin,
         pack=pack,
     )
+
+
+def deleted_open_command(directory: str) -> RenderedCommand:
+    """Deleted-but-open files under ``directory`` (lsof +L1 filtered to the path)."""
+    title = "Deleted files still held open under the path (their blocks are not freed)"
+    d = directory.rstrip("/")
+    if not d:
+        return render_command(title, "lsof -nP +L1", {})
+    return render_command(title, DELETED_OPEN_TEMPLATE, {"dir": d})

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from denpex_tui.core.commands import deleted_open_command, render_command
+
 from .conditions import METRICS, parse_condition
 from .mounts import is_under
 from .readings import PathReading, ProcessReading, Snapshot, iso_time, pct
@@ -111,12 +113,27 @@ class Differential:
     checklist: list[ChecklistResult] = field(default_factory=list)
     metrics: dict[str, float | None] = field(default_factory=dict)
     caveats: list[str] = field(default_factory=list)
+    here: bool = True  # the failing path is on this machine: the readings are of its filesystem
+    node: str | None = None  # where the error was logged
+    measure_command: str | None = None  # what to run there (or here) to measure the path
+
+    def where(self) -> str:
+        """What was measured, in words: the path and its mount, or why nothing was."""
+        if not self.here:
+            return (f"{self.path} is not on this machine: measure it on {self.node or 'the node that logged it'}"
+                    + (f" with: {self.measure_command}" if self.measure_command else ""))
+        if self.measured_path is None:
+            return "nothing measured: the error names no path"
+        on = f" on {self.mount}" + (f" ({self.fstype})" if self.fstype else "") if self.mount else ""
+        return f"measured {self.measured_path}{on} at {self.measured_at}"
 
     def likely(self) -> list[Candidate]:
         return [c for c in self.candidates if c.verdict == LIKELY]
 
     def summary(self) -> str:
         lk = self.likely()
+        if not self.here:
+            return f"not on this machine ({self.note})"
         if lk:
             head = "likely: " + ", ".join(c.title for c in lk)
         else:
@@ -132,6 +149,10 @@ class Differential:
             "fstype": self.fstype,
             "measured_at": self.measured_at,
             "measured_path": self.measured_path,
+            "here": self.here,
+            "node": self.node,
+            "measure_command": self.measure_command,
+            "where": self.where(),
             "note": self.note,
             "caveats": list(self.caveats),
             "candidates": [c.to_json() for c in self.candidates],
@@ -247,12 +268,9 @@ def df_du_gap(reading: PathReading, **kw) -> tuple[float | None, DuResult | None
 
 
 def _find_path(path: str | None, snapshot: Snapshot) -> PathReading | None:
-    if path is None:
+    if path is None:  # only a path the user named; any other would be another filesystem's reading
         for p in snapshot.paths:
             if not p.is_shm and "--path" in p.why:
-                return p
-        for p in snapshot.paths:
-            if not p.is_shm:
                 return p
         return None
     if _is_shm_name(path):
@@ -374,15 +392,32 @@ def _p(v: float | None) -> str:
     return "?" if v is None else (f"{v:.2f} %" if v < 10 else f"{v:.1f} %")
 
 
+def _cmd(template: str, d: str | None) -> str:
+    """A shown command with the path shell-quoted (core/commands)."""
+    return render_command("", template, {"dir": d} if d else {}).text
+
+
+def _measure_command(path: str | None) -> str | None:
+    if not path:
+        return None
+    d = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    return render_command("measure", "df -h -- {dir} && df -i -- {dir}", {"dir": d}).text
+
+
 def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends=None, *,
                  checklist: list[dict] | None = None, pid: int | None = None,
-                 du: bool = True) -> "Differential":
+                 du: bool = True, node: str | None = None) -> "Differential":
     """Evidence for each candidate cause of an ENOSPC- or EMFILE-family finding.
 
     ``path``: the path named in the error line (a file or directory; ``</torch_...>`` means
-    shared memory), or None (then the first watched path). ``trends``: a TrendTracker, for the
-    fd growth per save. ``checklist``: the signature's checklist items; default: read from the
-    built-in signature file. Raises ValueError for a signature that is neither kind.
+    shared memory), or None (then only a path the user named with ``--path``). ``trends``: a
+    TrendTracker, for the fd growth per save. ``checklist``: the signature's checklist items;
+    default: read from the built-in signature file. ``node``: where the error was logged (named
+    when the path is not on this machine). Raises ValueError for a signature that is neither kind.
+
+    A path that does not exist here is never answered with a reading of another filesystem (its
+    nearest existing ancestor may be a head node's root disk): its candidates say "not on this
+    machine: measure it on NODE with: ..." and give the command.
     """
     kind = differential_kind(signature_id)
     if kind is None:
@@ -392,27 +427,24 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
     if pr is not None and pr is not snapshot.path_reading(pr.path) and pr is not snapshot.shm:
         t = time.time()  # measured just now, outside the snapshot
     # the readings are of the failing path's filesystem only if the path, or the directory it
-    # names a file in, exists here; a higher ancestor may be another filesystem altogether
-    # (a node-local disk on a head node, a tmpfs that is gone)
-    reliable = True
+    # names a file in, exists here
+    here = True
     if pr is not None and path is not None and not pr.is_shm and pr.exists is False:
         named_dir = os.path.normpath(os.path.dirname(os.path.abspath(path)))
-        reliable = pr.measured_path == named_dir
-    metrics = metrics_for(path, snapshot, trends=trends, pid=pid, du=du and reliable)
-    if not reliable:
+        here = pr.measured_path == named_dir
+    metrics = metrics_for(path, snapshot, trends=trends, pid=pid, du=du and here)
+    if not here or pr is None:
         for k in ("path.bytes_free_pct", "path.inodes_free_pct", "path.bytes_reserved_pct",
                   "path.df_du_gap_pct"):
             metrics[k] = None
     d = Differential(signature_id=signature_id, kind=kind, path=path,
                      measured_at=iso_time(t), measured_at_unix=t,
-                     mount=pr.mount if pr else None, fstype=pr.fstype if pr else None,
-                     metrics=metrics)
-    d.measured_path = pr.measured_path if pr else None
-    if not reliable and kind == "enospc":
-        d.caveats.append(
-            f"{path or pr.path} does not exist on this machine ({snapshot.host}): the readings are "
-            f"of {pr.measured_path}, which may not be the filesystem that failed; run denpex "
-            "probe on the node that logged the error")
+                     mount=pr.mount if pr and here else None, fstype=pr.fstype if pr and here else None,
+                     metrics=metrics, here=here, node=node,
+                     measure_command=_measure_command(path or (pr.path if pr else None)))
+    d.measured_path = pr.measured_path if pr and here else None
+    if not here and kind == "enospc":
+        d.caveats.append(d.where())
     if pr is not None and pr.error is not None:
         d.caveats.append(f"the path could not be measured: {pr.error}")
     if kind == "emfile" and not _workers(snapshot, pid):
@@ -421,15 +453,16 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
     if kind == "emfile":
         d.candidates = _emfile_candidates(snapshot, trends, pid, metrics)
     else:
-        d.candidates = _enospc_candidates(
-            signature_id, path, pr, snapshot, pid, metrics, du and reliable,
-            where=None if reliable else os.path.dirname(os.path.abspath(path or "/")))
-        if not reliable and pr is not None:
+        d.candidates = _enospc_candidates(signature_id, path, pr if here else None, snapshot, pid, metrics,
+                                          du and here,
+                                          where=None if here else os.path.dirname(os.path.abspath(path or "/")))
+        if not here:
             for c in d.candidates:
                 if c.cause in ("blocks", "inodes", "reserved", "deleted-open"):
                     c.verdict = UNKNOWN
-                    c.evidence = (f"not measurable here: {path} does not exist; on "
-                                  f"{pr.measured_path} {c.evidence}")
+                    c.measured = {}
+                    c.evidence = (f"not on this machine: measure it on {node or 'the node that logged it'}"
+                                  f" with: {c.check if c.cause == 'deleted-open' else d.measure_command}")
     items = checklist if checklist is not None else load_checklist(signature_id)
     d.checklist = evaluate_checklist(items, metrics)
     return d
@@ -440,16 +473,19 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
                        where: str | None = None) -> list[Candidate]:
     out: list[Candidate] = []
     shm_path = path is not None and _is_shm_name(path)
-    target = path or (pr.path if pr else "<path>")
+    target = path or (pr.path if pr else None)
     if where is None:
         where = pr.measured_path if pr and pr.measured_path else target
     if pr is None or pr.error is not None:
         why = (pr.error if pr is not None else "no path to measure") or "unreadable"
+        checks = {"blocks": _cmd("df -h -- {dir}", where), "inodes": _cmd("df -i -- {dir}", where),
+                  "reserved": _cmd("df -h -- {dir}", where),
+                  "deleted-open": deleted_open_command(where).text if where else _cmd("lsof -nP +L1 | grep -F -- {dir}/", None)}
         for cause, title in (("blocks", "blocks exhausted"), ("inodes", "inodes exhausted"),
                              ("reserved", "ext4 reserved blocks"),
                              ("deleted-open", "deleted-but-open files")):
             out.append(Candidate(cause, title, UNKNOWN, f"the path could not be measured ({why})",
-                                 {"error": why}, f"df -h {where} ; df -i {where}"))
+                                 {"error": why}, checks[cause]))
     else:
         bf = pr.bytes_free_pct
         meas = {"bytes_free": pr.bytes_free, "bytes_total": pr.bytes_total,
@@ -463,7 +499,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
         else:
             v, ev = UNKNOWN, (f"{_gib(pr.bytes_free)} ({_p(bf)}) free: nearly full; one more "
                               "checkpoint may not fit")
-        out.append(Candidate("blocks", "blocks exhausted", v, ev, meas, f"df -h {where}"))
+        out.append(Candidate("blocks", "blocks exhausted", v, ev, meas, _cmd("df -h -- {dir}", where)))
 
         ifp = pr.inodes_free_pct
         meas = {"inodes_free": pr.inodes_free, "inodes_total": pr.inodes_total,
@@ -476,7 +512,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
                                 else ""))
         else:
             v, ev = UNLIKELY, f"{pr.inodes_free} inodes ({_p(ifp)}) free"
-        out.append(Candidate("inodes", "inodes exhausted", v, ev, meas, f"df -i {where}"))
+        out.append(Candidate("inodes", "inodes exhausted", v, ev, meas, _cmd("df -i -- {dir}", where)))
 
         rp = pr.bytes_reserved_pct
         uids = sorted({p.uid for p in _workers(snap, pid) if p.uid is not None})
@@ -495,8 +531,8 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
             v, ev = UNLIKELY, f"only {_p(rp)} reserved"
         else:
             v, ev = UNLIKELY, f"{_p(rp)} reserved, but {_p(bf)} is free for everyone"
-        chk = f"tune2fs -l $(findmnt -no SOURCE -T {where}) | grep -i reserved" \
-            if (pr.fstype or "").startswith("ext") else f"df -h {where}"
+        chk = _cmd('tune2fs -l "$(findmnt -no SOURCE -T {dir})" | grep -i reserved', where) \
+            if (pr.fstype or "").startswith("ext") else _cmd("df -h -- {dir}", where)
         out.append(Candidate("reserved", "root-reserved blocks", v, ev, meas, chk))
 
         out.append(_deleted_candidate(pr, snap, pid, m, du, where))
@@ -504,7 +540,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
     # quota: statvfs cannot see it
     fstype = (pr.fstype if pr else None) or ""
     if fstype.startswith("lustre"):
-        qchk = f"lfs quota -h -u $USER {pr.mount if pr else where}"
+        qchk = _cmd('lfs quota -h -u "$USER" {dir}', pr.mount if pr else where)
     elif fstype.startswith("gpfs"):
         qchk = "mmlsquota"
     elif fstype.startswith("beegfs"):
@@ -526,7 +562,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
             "lustre-ost", "one Lustre OST full", UNKNOWN,
             "a single full OST gives ENOSPC for files striped on it while the filesystem total "
             "shows free space; statvfs only sees the total",
-            {"fstype": fstype}, f"lfs df -h {pr.mount if pr else where}"))
+            {"fstype": fstype}, _cmd("lfs df -h {dir}", pr.mount if pr else where)))
 
     # /dev/shm
     shm = snap.shm
@@ -603,7 +639,7 @@ def _deleted_candidate(pr: PathReading, snap: Snapshot, pid: int | None, m: dict
             f"; du not measured ({gap_reason})" if gap_reason else "")
     at = pr.mount if pr.mount and where == pr.measured_path else where
     return Candidate("deleted-open", "deleted-but-open files hold the space", v, ev, meas,
-                     f"lsof +L1 {at} ; du -sxh {at}")
+                     deleted_open_command(at).text + " ; " + _cmd("du -sxh -- {dir}", at))
 
 
 def _emfile_candidates(snap: Snapshot, trends, pid: int | None, m: dict) -> list[Candidate]:

@@ -122,6 +122,8 @@ class FixPanel(VerticalScroll):
             widgets.append(Static(Text("The version in these logs is in the affected range."), classes="fix-title"))
         if differential is not None:
             widgets.append(Static(Text(f"Differential ({differential.note})"), classes="fix-head"))
+            if differential.kind == "enospc":  # what was measured, or where to measure it
+                widgets.append(Static(Text(differential.where()), classes="fix-dim"))
             for c in differential.candidates:
                 t = Text(f"{VERDICT.get(c.verdict, c.verdict):<11} ", style="bold" if c.verdict == "likely" else "")
                 t.append(f"{c.title}: {c.evidence}")

@@ -1,12 +1,19 @@
 """Gauges: free bytes and inodes per watched path; fds against the limit, deleted-open bytes
 and a steady-trend ETA per process.
 
+Each path says what was measured: the path, and the mount and filesystem it is on (and the
+existing ancestor actually measured, when the path itself is not there yet). Space is used as
+df computes it (used / (used + available)); root-reserved blocks are shown apart. Bars have one
+width in a column, whatever the numbers after them.
+
 Readings come from the probe worker (latest value wins); this widget only draws them. A
 gauge's colour changes as it nears its limit, and so does its symbol and word (● ok, ▲ near,
 ✖ full), so the level never depends on colour alone.
 """
 
 from __future__ import annotations
+
+import os
 
 from rich.text import Text
 from textual.widgets import Static
@@ -55,10 +62,18 @@ class Gauges(Static):
         self.path_trends: dict[str, PathTrend] = {}
         self.proc_trends: dict[int, ProcessTrend] = {}
         self.note = "probes: first reading…"
+        self.ties: dict[int, str] | None = None
+        self.others: list = []
 
-    def show(self, snapshot: Snapshot | None, path_trends: dict, proc_trends: dict) -> None:
+    def show(self, snapshot: Snapshot | None, path_trends: dict, proc_trends: dict, *,
+             ties: dict[int, str] | None = None, others: list | None = None) -> None:
         self.snapshot, self.path_trends, self.proc_trends = snapshot, path_trends, proc_trends
-        self.update(self._text())
+        if ties is not None:
+            self.ties, self.others = ties, list(others or [])
+        text = self._text()
+        if text != getattr(self, "_shown", None):  # nothing changed: nothing written
+            self._shown = text
+            self.update(text)
 
     def critical_count(self) -> int:
         """Gauges at or past FULL: watched paths (bytes or inodes) and processes (fds)."""
@@ -85,7 +100,7 @@ class Gauges(Static):
 
     def _bar(self, t: Text, label: str, used_pct: float | None, detail: str, width: int) -> None:
         cls, sym, word = level(used_pct)
-        bar_w = max(4, min(30, width - len(detail) - 22))
+        bar_w = max(4, min(24, width - 40))  # the same for every row: bars line up
         n = 0 if used_pct is None else int(round(max(0.0, min(100.0, used_pct)) / 100 * bar_w))
         t.append(f"  {sym} {label:<6} ", style=self._s(cls))
         t.append("█" * n, style=self._s(cls))
@@ -111,20 +126,28 @@ class Gauges(Static):
         if len(procs) > MAX_PROCS:
             t.append(f"… {len(procs) - MAX_PROCS} more processes\n", style=self._s("gauges--dim"))
         if not procs:
-            t.append("no training process on this node" if snap.discovered else "no process given (--pid)",
+            t.append("no training process of this job here" if snap.discovered else "no process given (--pid)",
                      style=self._s("gauges--dim"))
             t.append("\n")
+        if self.others:
+            t.append(f"other processes here: {len(self.others)} (not tied to this job: "
+                     + ", ".join(f"pid {p.pid}" for p in self.others[:4]) + ("…" if len(self.others) > 4 else "")
+                     + ")\n", style=self._s("gauges--dim"))
         t.rstrip()
         return t
 
     def _path(self, t: Text, pr: PathReading, width: int) -> None:
         fs = f" ({pr.fstype})" if pr.fstype else ""
-        t.append(_short(pr.path, width - len(fs) - 2) + fs + "\n", style=self._s("gauges--title"))
+        on = f" on {pr.mount}" if pr.mount and pr.mount != pr.path else ""
+        t.append(_short(pr.path, width - len(fs) - len(on) - 2) + on + fs + "\n", style=self._s("gauges--title"))
+        if pr.measured_path and os.path.normpath(pr.measured_path) != os.path.normpath(pr.path) and pr.exists is False:
+            t.append(f"  not there yet: measured {pr.measured_path}\n", style=self._s("gauges--dim"))
         if pr.error:
             t.append(f"  ? {pr.error}\n", style=self._s("gauges--warn"))
             return
         used = None if pr.bytes_free_pct is None else 100.0 - pr.bytes_free_pct
-        self._bar(t, "space", used, f"{human_bytes(pr.bytes_free)} free", width)
+        reserved = f" · {human_bytes(pr.bytes_reserved)} reserved" if pr.bytes_reserved else ""
+        self._bar(t, "space", used, f"{human_bytes(pr.bytes_free)} free{reserved}", width)
         if pr.inodes_total:
             iused = None if pr.inodes_free_pct is None else 100.0 - pr.inodes_free_pct
             self._bar(t, "inodes", iused, f"{human_count(pr.inodes_free)} free", width)
@@ -143,6 +166,9 @@ class Gauges(Static):
     def _proc(self, t: Text, p: ProcessReading, width: int) -> None:
         who = (f"rank {p.rank}" if p.rank is not None else (f"local {p.local_rank}" if p.local_rank is not None else "pid"))
         t.append(f"{who} · pid {p.pid}" + (f" · {p.status}" if p.status else "") + "\n", style=self._s("gauges--title"))
+        how = (self.ties or {}).get(p.pid)
+        if how:
+            t.append(f"  job's: {how}\n", style=self._s("gauges--dim"))
         if p.fds is None:
             t.append(f"  ? not readable: {p.error or 'unknown'}\n", style=self._s("gauges--dim"))
             return
