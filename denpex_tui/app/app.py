@@ -27,7 +27,8 @@ from denpex_tui.live.stall import StallCleared, StallEvent
 from . import explaining
 from .actions import PANES, WatchActions
 from .feed import feed
-from .messages import EngineBatch, EngineDone, FixReady, Measured, ProbeUpdate, TimelineChanged, ViewReady
+from .messages import (EngineBatch, EngineDone, FirstErrors, FixReady, Measured, ProbeUpdate, TimelineChanged,
+                       ViewReady)
 from .model import WatchState
 from .probing import ProbeLoop
 from .timeline import Timeline
@@ -61,6 +62,7 @@ class WatchOptions:
     probe_interval: float = 5.0
     max_stat_rate: float = 500.0  # the tailer's cap on metadata calls per second
     all_users: bool = False  # follow other users' training processes too (issue 14)
+    demo_root: str | None = None  # watch --demo: its checkpoint disk is the demo's simulated one
 
 
 class DenpexApp(WatchActions, App):
@@ -98,7 +100,8 @@ class DenpexApp(WatchActions, App):
         self.state.root = options.root
         self.probe = ProbeLoop(pids=options.pids, paths=options.probe_paths, discover=options.discover,
                                interval=options.probe_interval, job_paths=options.paths,
-                               all_users=options.all_users) if options.probes else None
+                               all_users=options.all_users, prober_factory=self._demo_prober(options)) \
+            if options.probes else None
         self.started = options.clock()
         self.timeline = Timeline()
         self.timeline_worker = TimelineWorker(self.timeline, options.paths, self.post_message)
@@ -126,6 +129,14 @@ class DenpexApp(WatchActions, App):
         for th in themes:
             self.register_theme(th)
             self._theme_names.append(th.name)
+
+    @staticmethod
+    def _demo_prober(options: WatchOptions):
+        if options.demo_root is None:
+            return None
+        from .demodisk import DemoProber
+
+        return lambda: DemoProber(options.demo_root, pids=None, paths=options.probe_paths, discover=False)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(VARIABLE_DEFAULTS)
@@ -252,6 +263,12 @@ class DenpexApp(WatchActions, App):
         if msg.error:
             self.notify(f"the log view's index stopped: {msg.error}", severity="error", timeout=30)
         self.query_one(LogView).grow()
+
+    def on_first_errors(self, msg: FirstErrors) -> None:
+        if self._exit or not self.is_running:
+            return
+        self.state.set_first_lines(msg.first)
+        self._refresh()
 
     def set_log_filter(self, rank: int | None, hide_copies: bool = True, jump: int | None = None) -> None:
         """Ask the timeline thread for the rows of a filter; shown when ready (ViewReady)."""

@@ -83,8 +83,8 @@ def run(args, cfg) -> int:
         paths = [tmp.name]
         writer = threading.Thread(target=play_demo_job, args=(tmp.name,), daemon=True, name="denpex-demo",
                                   kwargs=dict(realtime=True, speed=max(0.05, args.demo_speed), stop=stop))
-        notice = (f"demo: an 8-rank job is being written to {tmp.name} in real time; "
-                  "rank 5 will fill its disk at step 100")
+        notice = (f"demo: an 8-rank job is being written to {tmp.name} in real time; rank 5 will fill "
+                  "the demo's simulated checkpoint disk at step 100")
     elif not paths and not args.exec_cmds:
         from .discover import discover_logs
 
@@ -106,9 +106,7 @@ def run(args, cfg) -> int:
     for p in catalog.problems:
         print(f"denpex: signatures: {p}", file=sys.stderr)
     probe_paths = [os.path.abspath(p) for p in args.probe_paths]
-    if args.demo:
-        probe_paths.append(tmp.name)
-    else:
+    if not args.demo:
         for p in paths:
             if os.path.isdir(p):
                 probe_paths.append(os.path.abspath(p))
@@ -117,6 +115,7 @@ def run(args, cfg) -> int:
         theme=args.theme or watch_cfg.get("theme"), processes=not args.demo, probes=not args.no_probes,
         discover=False if args.demo else None, notice=notice, root=common_root(paths),
         max_stat_rate=args.max_stat_rate, all_users=args.all_users,
+        demo_root=tmp.name if args.demo else None,
     )
     app = DenpexApp(opts, catalog)
     if writer is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from denpex_tui.core.lineparse import parse_prefix, parse_time
+from denpex_tui.core.lineparse import parse_level, parse_prefix, parse_time
 
 __all__ = ["LineFacts", "line_facts"]
 
@@ -20,6 +20,7 @@ class LineFacts:
     rank: int | None  # global rank the line itself names ([rankN], an srun label, DeepSpeed [Rank N])
     local: int | None  # torchrun's [defaultN] local rank
     time: float | None  # the line's own timestamp (epoch seconds), None when it has none
+    level: str | None = None  # "error", "warning", ... when the line says (with ``level=True``)
 
 
 def _epoch(dt: datetime | None) -> float | None:
@@ -31,8 +32,10 @@ def _epoch(dt: datetime | None) -> float | None:
         return None
 
 
-def line_facts(text: str, year_hint: int | None = None) -> LineFacts:
-    """Rank, local rank and time of one (already safe) line, through the core's parser."""
+def line_facts(text: str, year_hint: int | None = None, *, level: bool = False) -> LineFacts:
+    """Rank, local rank, time (and with ``level`` the level) of one (already safe) line,
+    through the core's parser."""
     p = parse_prefix(text)
     rank = p.rank if p.rank is not None else p.task
-    return LineFacts(rank, p.local_rank, _epoch(parse_time(p.text, year_hint)[0]))
+    return LineFacts(rank, p.local_rank, _epoch(parse_time(p.text, year_hint)[0]),
+                     parse_level(p.text) if level else None)

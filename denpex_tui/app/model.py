@@ -84,6 +84,7 @@ class RankRow:
     source: str | None = None
     last_seen: float | None = None  # wall time of its last line (arrival, else the log's time)
     first_error: Finding | None = None
+    first_line: Any = None  # app.firsterror.FirstError: its own first error line (time, approx)
     roles: set[str] = field(default_factory=set)
     warnings: int = 0
     exited: bool = False
@@ -238,6 +239,11 @@ class WatchState:
             row = self.rank(r)
             if row.last_seen is None or t > row.last_seen:
                 row.last_seen = t
+
+    def set_first_lines(self, first: dict) -> None:
+        for r, fe in first.items():
+            self.rank(r).first_line = fe
+        self.version += 1
 
     def process(self, rank: int | None, state: str) -> None:
         if rank is None:

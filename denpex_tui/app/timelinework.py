@@ -13,7 +13,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from .messages import SearchDone, TimelineChanged, ViewReady
+from .firsterror import first_errors
+from .messages import FirstErrors, SearchDone, TimelineChanged, ViewReady
 from .search import SearchQuery, find_all
 from .timeline import Timeline
 
@@ -31,6 +32,8 @@ class TimelineWorker:
         self._thread: threading.Thread | None = None
         self._last_post = 0.0
         self.search_gen = 0
+        self._first: dict = {}
+        self._first_done: dict = {}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="denpex-timeline", daemon=True)
@@ -58,6 +61,11 @@ class TimelineWorker:
         return self.search_gen
 
     # -- the thread ------------------------------------------------------------------------
+
+    def _first_missing(self) -> bool:
+        """A rank with a file but no first error line yet (worth looking again as lines come)."""
+        ranks = {self.tl.source_rank(s) for s, m in enumerate(self.tl.sources) if m.info.kind == "rank-file"}
+        return any(r is not None and r not in self._first for r in ranks)
 
     def _changed(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -112,9 +120,17 @@ class TimelineWorker:
             before = self.tl.rows
             self.tl.spool(src, texts)
             grew += self.tl.rows - before
+        mapped = False
         for item in batch:
-            if item[0] == "rank_map" and self.tl.set_rank_map(item[1]):
-                self.post(ViewReady(self.tl.view_for(None, True), None, True))
+            if item[0] == "rank_map":
+                mapped = True
+                if self.tl.set_rank_map(item[1]):
+                    self.post(ViewReady(self.tl.view_for(None, True), None, True))
+        if mapped or (grew and self._first_missing()):
+            if mapped:  # ranks of files may have changed: look again from the start
+                self._first, self._first_done = {}, {}
+            self._first = first_errors(self.tl, self._first, self._first_done)
+            self.post(FirstErrors(dict(self._first)))
         last = {}
         for item in batch:
             if item[0] in ("view", "search"):

@@ -116,8 +116,18 @@ class Gauges(Static):
         if snap is None:
             t.append(self.note, style=self._s("gauges--dim"))
             return t
+        seen: dict[tuple, int] = {}  # one gauge per filesystem: its first watched path
+        shown: list[PathReading] = []
         for pr in snap.paths:
-            self._path(t, pr, width)
+            k = (pr.mount, pr.source) if pr.mount and not pr.error else (pr.path,)
+            if k in seen:
+                seen[k] += 1
+                continue
+            seen[k] = 0
+            shown.append(pr)
+        for pr in shown:
+            k = (pr.mount, pr.source) if pr.mount and not pr.error else (pr.path,)
+            self._path(t, pr, width, more=seen[k])
         # the process closest to its limit first: the one to look at is always in view
         procs = sorted((p for p in snap.processes if p.role != "launcher"),
                        key=lambda p: (-(p.fd_used_pct or 0.0), -(p.deleted_open_bytes or 0), p.rank or 0, p.pid))
@@ -136,7 +146,7 @@ class Gauges(Static):
         t.rstrip()
         return t
 
-    def _path(self, t: Text, pr: PathReading, width: int) -> None:
+    def _path(self, t: Text, pr: PathReading, width: int, more: int = 0) -> None:
         fs = f" ({pr.fstype})" if pr.fstype else ""
         on = f" on {pr.mount}" if pr.mount and pr.mount != pr.path else ""
         t.append(_short(pr.path, width - len(fs) - len(on) - 2) + on + fs + "\n", style=self._s("gauges--title"))
@@ -162,6 +172,8 @@ class Gauges(Static):
             extra.append(f"deleted-open {human_bytes(pr.deleted_open_bytes)}")
         if extra:
             t.append("    " + " · ".join(extra) + "\n", style=self._s("gauges--warn"))
+        if more:
+            t.append(f"    +{more} more watched path{'s' if more > 1 else ''} on it\n", style=self._s("gauges--dim"))
 
     def _proc(self, t: Text, p: ProcessReading, width: int) -> None:
         who = (f"rank {p.rank}" if p.rank is not None else (f"local {p.local_rank}" if p.local_rank is not None else "pid"))

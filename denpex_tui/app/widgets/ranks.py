@@ -1,11 +1,14 @@
 """The rank table: rank, state, last line age, first error time, node, source.
 
-One row per rank, plus "all" (the merged timeline) on top. Selecting a row (Enter, click)
+One row per rank, plus "all" (the merged timeline) on top. The first error time is the rank's
+own first error line ("≥" when only an untimestamped traceback says it: after that time). Selecting a row (Enter, click)
 asks the app to filter the log view. Cells are updated in place, only when their text changes,
 so a table of 1024 ranks costs nothing while the job is quiet.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from rich.text import Text
 from textual.message import Message
@@ -83,8 +86,11 @@ class RankTable(DataTable):
         cls = STATE_CLASS[state]
         first = row.first_error
         first_text = "-"
-        if first is not None and first.time is not None:
-            first_text = first.time.strftime("%H:%M:%S") + ("~" if first.time_approx else "")
+        own = row.first_line  # the rank's own first error line: exact, or after its last timed line
+        if own is not None and (first is not None or row.roles):
+            first_text = ("≥" if own.approx else "") + datetime.fromtimestamp(own.time).strftime("%H:%M:%S")
+        elif first is not None and first.time is not None:
+            first_text = ("≥" if first.time_approx else "") + first.time.strftime("%H:%M:%S")
         return [
             (cls if state in ("initiating", "error") else "", str(row.rank)),
             (cls, f"{sym} {word}"),
