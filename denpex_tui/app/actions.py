@@ -172,7 +172,9 @@ class WatchActions:
         self._search_status(f"searching {q.describe()} …")
 
     def _search_status(self, text: str) -> None:
-        self.query_one("#log-box").border_subtitle = text
+        box = self.query_one("#log-box")
+        if box.border_subtitle != text:
+            box.border_subtitle = text
 
     def on_search_done(self, msg: SearchDone) -> None:
         if self._exit or not self.is_running or msg.gen != self._search_gen:

@@ -63,6 +63,7 @@ class WatchOptions:
     max_stat_rate: float = 500.0  # the tailer's cap on metadata calls per second
     all_users: bool = False  # follow other users' training processes too (issue 14)
     demo_root: str | None = None  # watch --demo: its checkpoint disk is the demo's simulated one
+    quiet_s: float = 30.0  # no new log line for this long: the job is quiet, clocks show minutes
 
 
 class DenpexApp(WatchActions, App):
@@ -108,6 +109,7 @@ class DenpexApp(WatchActions, App):
         self._want_view: tuple[int | None, bool] = (None, True)
         self._pending_jump: int | None = None
         self._rank_map: dict = {}
+        self._last_lines = time.monotonic()
         self._search_q = None
         self._search_rx = None
         self._search_regex = False
@@ -248,6 +250,8 @@ class DenpexApp(WatchActions, App):
             if self.probe is not None:
                 self.probe.lines([(f.raw_text or f.text, f.path, f.text_line, f.rank, None) for f in findings])
         self.timeline_worker.lines(lines)
+        if lines:
+            self._last_lines = time.monotonic()
         inc = st.incident
         key = (inc.attempt, inc.initiating.signature, inc.initiating.rank, inc.initiating.path,
                inc.initiating.line) if inc and inc.initiating else None
@@ -321,12 +325,13 @@ class DenpexApp(WatchActions, App):
         extra = " · ".join(x for x in (self._gauge_alert, "engine stopped" if self.engine_done else "") if x)
         if log.rank_filter is not None:
             extra = f"log: rank {log.rank_filter} only (a: all)" + (f" · {extra}" if extra else "")
-        self.query_one(StatusBar).show(st.shape_text(), fmt_elapsed(now - self.started), log.follow, level, text, extra,
-                                       st.story_lines())
+        quiet = time.monotonic() - self._last_lines >= self.options.quiet_s  # nothing new: a screen that changes once a minute
+        self.query_one(StatusBar).show(st.shape_text(), fmt_elapsed(now - self.started, quiet), log.follow, level, text,
+                                       extra, st.story_lines())
         ranks = self.query_one(RankTable)
         if force:
             ranks._ranks = []
-        ranks.show(st.ranks, st.ages(now), st.stands_out(now))
+        ranks.show(st.ranks, st.ages(now), st.stands_out(now), quiet)
         inc = st.incident
         fl = self.query_one(FindingList)
         if force:
@@ -337,7 +342,9 @@ class DenpexApp(WatchActions, App):
             g = self.query_one(Gauges)
             g.show(g.snapshot, g.path_trends, g.proc_trends)
         who = f"rank {log.rank_filter}" if log.rank_filter is not None else "merged timeline"
-        self.query_one("#log-box").border_title = f"Log · {who}"
+        box = self.query_one("#log-box")
+        if box.border_title != f"Log · {who}":  # setting it, even to the same text, redraws the pane
+            box.border_title = f"Log · {who}"
 
     # -- probes ------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ def add_parser(subparsers) -> None:
                    help="play a realistic 8-rank job (rank 5 fills its disk) into a temporary folder and watch it")
     w.add_argument("--demo-speed", type=float, default=0.5, metavar="X", help=argparse.SUPPRESS)
     w.add_argument("--no-probes", action="store_true", help="do not measure processes and paths")
+    w.add_argument("--quiet-after", type=float, default=30.0, help=argparse.SUPPRESS)
     w.add_argument("--wait", action="store_true", help="wait for log paths that do not exist yet")
     w.add_argument("--all-users", action="store_true",
                    help="follow other users' training processes too (default: only yours)")
@@ -115,7 +116,7 @@ def run(args, cfg) -> int:
         theme=args.theme or watch_cfg.get("theme"), processes=not args.demo, probes=not args.no_probes,
         discover=False if args.demo else None, notice=notice, root=common_root(paths),
         max_stat_rate=args.max_stat_rate, all_users=args.all_users,
-        demo_root=tmp.name if args.demo else None,
+        demo_root=tmp.name if args.demo else None, quiet_s=args.quiet_after,
     )
     app = DenpexApp(opts, catalog)
     if writer is not None:

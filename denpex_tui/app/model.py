@@ -34,10 +34,13 @@ STATE_SYMBOLS = {
 ROLE_SYMBOLS = {"initiating": "▶", "collateral": "◆", "context": "·"}
 
 
-def fmt_age(seconds: float | None) -> str:
+def fmt_age(seconds: float | None, coarse: bool = False) -> str:
+    """``coarse`` (the job is quiet): whole minutes, so a quiet screen changes once a minute."""
     if seconds is None:
         return "-"
     s = max(0.0, seconds)
+    if coarse and s < 3600:
+        return "<1m" if s < 60 else f"{int(s // 60)}m"
     if s < 60:
         return f"{int(s)}s"
     if s < 3600:

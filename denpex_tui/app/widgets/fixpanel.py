@@ -101,6 +101,14 @@ class FixPanel(VerticalScroll):
         return rows[0].command if rows else None
 
     async def show(self, finding: Finding, data: FixData, differential, origin: str) -> None:
+        diff_key = None if differential is None else (
+            differential.here, differential.measured_path, differential.mount,
+            tuple((c.cause, c.verdict, c.evidence) for c in differential.candidates))
+        key = (finding.path, finding.line, finding.signature, finding.role, finding.rank, repr(data), diff_key, origin)
+        if key == getattr(self, "_key", None):  # the same panel again (a new measurement, same readings)
+            self.finding, self.data = finding, data
+            return
+        self._key = key
         self.finding, self.data = finding, data
         widgets: list[Static] = []
 

@@ -70,10 +70,15 @@ class Gauges(Static):
         self.snapshot, self.path_trends, self.proc_trends = snapshot, path_trends, proc_trends
         if ties is not None:
             self.ties, self.others = ties, list(others or [])
-        text = self._text()
-        if text != getattr(self, "_shown", None):  # nothing changed: nothing written
-            self._shown = text
-            self.update(text)
+        self._show(self._text())
+
+    def _show(self, text: Text) -> None:
+        """Nothing changed: nothing written; the same height: no layout (no full redraw)."""
+        old = getattr(self, "_shown", None)
+        if text == old:
+            return
+        self._shown = text
+        self.update(text, layout=old is None or len(text.plain.splitlines()) != len(old.plain.splitlines()))
 
     def critical_count(self) -> int:
         """Gauges at or past FULL: watched paths (bytes or inodes) and processes (fds)."""
@@ -90,10 +95,10 @@ class Gauges(Static):
 
     def set_note(self, note: str) -> None:
         self.note = note
-        self.update(self._text())
+        self._show(self._text())
 
     def on_resize(self) -> None:
-        self.update(self._text())
+        self._show(self._text())
 
     def _s(self, cls: str):
         return self.get_component_rich_style(cls, partial=True)
@@ -140,9 +145,9 @@ class Gauges(Static):
                      style=self._s("gauges--dim"))
             t.append("\n")
         if self.others:
-            t.append(f"other processes here: {len(self.others)} (not tied to this job: "
-                     + ", ".join(f"pid {p.pid}" for p in self.others[:4]) + ("…" if len(self.others) > 4 else "")
-                     + ")\n", style=self._s("gauges--dim"))
+            n = len(self.others)
+            t.append(f"other processes here: {n} training process{'es' if n > 1 else ''} not tied to this job\n",
+                     style=self._s("gauges--dim"))
         t.rstrip()
         return t
 

@@ -57,7 +57,9 @@ class RankTable(DataTable):
     def _cell(self, cls: str, text: str) -> Text:
         return Text(text, style=self.get_component_rich_style(cls, partial=True) if cls else "", no_wrap=True)
 
-    def show(self, rows: dict[int, RankRow], ages: dict[int, float | None], standout: set[int]) -> None:
+    def show(self, rows: dict[int, RankRow], ages: dict[int, float | None], standout: set[int],
+             coarse: bool = False) -> None:
+        self._coarse = coarse
         ranks = sorted(rows)
         if ranks != self._ranks:
             keep = self.cursor_row
@@ -65,21 +67,21 @@ class RankTable(DataTable):
             self._cells.clear()
             self.add_row(Text("all"), Text("merged timeline", style="italic"), "", "", "", "", key="all")
             for r in ranks:
-                cells = self._plain(rows[r], ages.get(r), r in standout)
+                cells = self._plain(rows[r], ages.get(r), r in standout, coarse)
                 self.add_row(*(self._cell(cls, text) for cls, text in cells), key=str(r))
                 self._cells.update({(str(r), c): v for c, v in zip(COLUMNS, cells)})
             self._ranks = ranks
             self.move_cursor(row=min(keep, len(ranks)), animate=False)
             return
         for r in ranks:  # 1 Hz while quiet: compare plain (class, text) pairs, build Text only on change
-            for col, cell in zip(COLUMNS, self._plain(rows[r], ages.get(r), r in standout)):
+            for col, cell in zip(COLUMNS, self._plain(rows[r], ages.get(r), r in standout, coarse)):
                 k = (str(r), col)
                 if self._cells.get(k) != cell:
                     self._cells[k] = cell
                     self.update_cell(str(r), col, self._cell(*cell))
 
     @staticmethod
-    def _plain(row: RankRow, age: float | None, standout: bool) -> list[tuple[str, str]]:
+    def _plain(row: RankRow, age: float | None, standout: bool, coarse: bool = False) -> list[tuple[str, str]]:
         """(component class, text) of each cell."""
         state = row.state
         sym, word = STATE_SYMBOLS[state]
@@ -94,7 +96,7 @@ class RankTable(DataTable):
         return [
             (cls if state in ("initiating", "error") else "", str(row.rank)),
             (cls, f"{sym} {word}"),
-            ("ranks--warning" if standout else "", fmt_age(age) + (" !" if standout else "")),
+            ("ranks--warning" if standout else "", fmt_age(age, coarse) + (" !" if standout else "")),
             ("ranks--error" if first is not None else "ranks--dim", first_text),
             ("", row.node or "-"),
             ("ranks--dim", row.source or "-"),

@@ -13,8 +13,11 @@ LEVEL = {"initiating": ("▶", "status--initiating"), "error": ("✖", "status--
          "warn": ("▲", "status--warn"), "ok": ("●", "status--ok")}
 
 
-def fmt_elapsed(s: float) -> str:
+def fmt_elapsed(s: float, coarse: bool = False) -> str:
+    """``coarse`` (the job is quiet): minutes only, so a quiet screen changes once a minute."""
     s = max(0, int(s))
+    if coarse:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m"
     h, rem = divmod(s, 3600)
     return f"{h}:{rem // 60:02d}:{rem % 60:02d}" if h else f"{rem // 60:02d}:{rem % 60:02d}"
 
