@@ -13,7 +13,7 @@ import bisect
 from . import explaining
 from .messages import ExplainReady, SearchDone
 from .search import SearchQuery, compile_query
-from .screens.help import HelpScreen
+from .screens.help import NAVIGATION, HelpScreen
 from .widgets.explain import explanation_lines
 from .widgets.findings import FindingList
 from .widgets.fixpanel import CommandRow, FixPanel
@@ -262,7 +262,7 @@ class WatchActions:
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen([("Keys", list(self.BINDINGS)), ("Log view", list(LogView.BINDINGS)),
-                                     ("Fix panel", list(CommandRow.BINDINGS))]))
+                                     ("Fix panel", list(CommandRow.BINDINGS)), ("Moving around", NAVIGATION)]))
 
     def action_next_theme(self) -> None:
         names = self._theme_names or [self.theme]

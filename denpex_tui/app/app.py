@@ -26,6 +26,7 @@ from denpex_tui.live.stall import StallCleared, StallEvent
 
 from . import explaining
 from .actions import PANES, WatchActions
+from .levels import LevelActions
 from .feed import feed
 from .messages import (EngineBatch, EngineDone, FirstErrors, FixReady, Measured, ProbeUpdate, TimelineChanged,
                        ViewReady)
@@ -63,10 +64,11 @@ class WatchOptions:
     max_stat_rate: float = 500.0  # the tailer's cap on metadata calls per second
     all_users: bool = False  # follow other users' training processes too (issue 14)
     demo_root: str | None = None  # watch --demo: its checkpoint disk is the demo's simulated one
+    notify: bool = False  # bell + OSC 9 desktop notification when the diagnosis changes
     quiet_s: float = 30.0  # no new log line for this long: the job is quiet, clocks show minutes
 
 
-class DenpexApp(WatchActions, App):
+class DenpexApp(LevelActions, WatchActions, App):
     TITLE = "denpex watch"
     CSS_PATH = "app.tcss"
     BINDINGS = [
@@ -76,6 +78,11 @@ class DenpexApp(WatchActions, App):
         Binding("right_square_bracket", "finding(1)", "next finding"),
         Binding("left_square_bracket", "finding(-1)", "prev finding"),
         Binding("i", "initiating", "initiating line"),
+        Binding("e", "level('error', 1)", "next error line (any rank)", show=False),
+        Binding("E", "level('error', -1)", "previous error line", show=False),
+        Binding("w", "level('warning', 1)", "next warning line", show=False),
+        Binding("W", "level('warning', -1)", "previous warning line", show=False),
+        Binding("y", "copy_summary", "copy the incident summary (plain text, for a ticket)", show=False),
         Binding("x", "explain", "explain"),
         Binding("c", "copy", "copy cmd"),
         Binding("slash", "search", "search"),
@@ -118,6 +125,8 @@ class DenpexApp(WatchActions, App):
         self._search_follow = False
         self._matches = None
         self._visible_matches = None
+        self._levels: dict = {}
+        self._level_pending = None
         self.pane = "log"
         self.engine_done = False
         self._fix_key: Any = None
@@ -257,6 +266,9 @@ class DenpexApp(WatchActions, App):
                inc.initiating.line) if inc and inc.initiating else None
         if key is not None and key != self._incident_key:
             self._incident_key = key
+            st_ = st.story
+            if st_ is not None:
+                self.notify_change(st_.headline)
             if not self._fix_pinned:
                 self.show_fix(inc.initiating, "incident")
         self._refresh()

@@ -29,6 +29,8 @@ def add_parser(subparsers) -> None:
     w.add_argument("--demo-speed", type=float, default=0.5, metavar="X", help=argparse.SUPPRESS)
     w.add_argument("--no-probes", action="store_true", help="do not measure processes and paths")
     w.add_argument("--quiet-after", type=float, default=30.0, help=argparse.SUPPRESS)
+    w.add_argument("--notify", action="store_true",
+                   help="ring the bell and send a desktop notification (OSC 9) when the diagnosis changes")
     w.add_argument("--wait", action="store_true", help="wait for log paths that do not exist yet")
     w.add_argument("--all-users", action="store_true",
                    help="follow other users' training processes too (default: only yours)")
@@ -116,7 +118,7 @@ def run(args, cfg) -> int:
         theme=args.theme or watch_cfg.get("theme"), processes=not args.demo, probes=not args.no_probes,
         discover=False if args.demo else None, notice=notice, root=common_root(paths),
         max_stat_rate=args.max_stat_rate, all_users=args.all_users,
-        demo_root=tmp.name if args.demo else None, quiet_s=args.quiet_after,
+        demo_root=tmp.name if args.demo else None, quiet_s=args.quiet_after, notify=args.notify,
     )
     app = DenpexApp(opts, catalog)
     if writer is not None:

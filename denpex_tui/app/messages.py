@@ -10,7 +10,7 @@ from typing import Any
 from textual.message import Message
 
 __all__ = ["EngineBatch", "EngineDone", "ProbeUpdate", "Measured", "FixReady", "ExplainReady", "TimelineChanged",
-           "ViewReady", "SearchDone", "FirstErrors"]
+           "ViewReady", "SearchDone", "FirstErrors", "LevelsDone"]
 
 
 class EngineBatch(Message):
@@ -109,3 +109,13 @@ class FirstErrors(Message):
     def __init__(self, first: dict) -> None:
         super().__init__()
         self.first = first
+
+
+class LevelsDone(Message):
+    """The rows of every error (or warning) line of the timeline when it had ``rows`` rows."""
+
+    def __init__(self, kind: str, rows: int, matches: Any) -> None:
+        super().__init__()
+        self.kind = kind
+        self.rows = rows
+        self.matches = matches

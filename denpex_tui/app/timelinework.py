@@ -14,7 +14,7 @@ import time
 from typing import Any, Callable
 
 from .firsterror import first_errors
-from .messages import FirstErrors, SearchDone, TimelineChanged, ViewReady
+from .messages import FirstErrors, LevelsDone, SearchDone, TimelineChanged, ViewReady
 from .search import SearchQuery, find_all
 from .timeline import Timeline
 
@@ -54,6 +54,9 @@ class TimelineWorker:
 
     def rank_map(self, rank_map: dict) -> None:
         self.q.put(("rank_map", dict(rank_map)))
+
+    def levels(self, kind: str, query: SearchQuery) -> None:
+        self.q.put(("levels", kind, query))
 
     def search(self, query: SearchQuery) -> int:
         self.search_gen += 1
@@ -140,6 +143,10 @@ class TimelineWorker:
             self.post(ViewReady(self.tl.view_for(rank, hide), rank, hide))
         if grew:
             self._changed(force=True)
+        for item in batch:
+            if item[0] == "levels":
+                rows = self.tl.rows
+                self.post(LevelsDone(item[1], rows, find_all(self.tl, item[2])))
         if "search" in last:
             _k, query, gen = last["search"]
             if gen == self.search_gen:

@@ -7,11 +7,12 @@ rendered; a rendered row is cached until something that changes its look changes
 logs only ever goes into ``Text``/``Strip`` objects, never into markup. Mouse selection works
 like Textual's ``Log`` (offsets on the text segments; the gutter is not part of the selected text).
 A line longer than the view shows ``→`` at the right edge; a line cut at read-back (longer than
-``MAX_SHOW`` bytes) ends with ``…``; ``wrap`` shows the cursor's line whole under the log.
+``MAX_SHOW`` bytes) ends with ``…``; ``z`` wraps long lines instead.
 """
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -57,6 +58,7 @@ class LogView(ScrollView, can_focus=True):
         Binding("end,G", "bottom", "end (follow)", show=False),
         Binding("left", "pan(-8)", "scroll left", show=False),
         Binding("right", "pan(8)", "scroll right", show=False),
+        Binding("z", "toggle_wrap", "wrap long lines on/off", show=False),
     ]
 
     class FollowChanged(Message):
@@ -75,6 +77,8 @@ class LogView(ScrollView, can_focus=True):
         self.blocks: dict[str, list[tuple[int, int, str, str, int | None]]] = {}
         self.search_text = ""
         self.search_rx = None  # compiled (str) pattern of the current search, for highlights
+        self.wrap = False  # z: long lines wrapped instead of cut
+        self._layout: list[tuple[int, int]] = []
 
     # -- data (the buffer holds it; the view keeps cursor, scroll and follow right) -----------
 
@@ -276,19 +280,64 @@ class LogView(ScrollView, can_focus=True):
     def render_lines(self, crop: Region) -> list[Strip]:
         top = int(self.scroll_y) + crop.y
         self.buf.prefetch(top, top + crop.height)  # one read per run of a file, not one per row
+        if self.wrap:
+            self._layout = self._wrap_layout(max(1, self.scrollable_content_region.height),
+                                             max(1, self.scrollable_content_region.width - self.buf.gutter))
         return super().render_lines(crop)
+
+    def action_toggle_wrap(self) -> None:
+        self.wrap = not self.wrap
+        self._cache.clear()
+        self._gen += 1
+        if self.wrap:
+            self.scroll_to(x=0, animate=False, immediate=True, force=True)
+        self.refresh()
+        self.notify("long lines " + ("wrapped" if self.wrap else "cut (→ marks more; ← → pan)"), timeout=2)
+
+    def _pieces(self, row: int, room: int) -> int:
+        e = self.buf.entry(row)
+        if isinstance(e, tuple):
+            return 1
+        ll = self.buf.line(e)
+        w = 0 if ll is None else cell_len(ll.text.expandtabs(8)) + (2 if ll.cut else 0)
+        return max(1, -(-w // room))
+
+    def _wrap_layout(self, h: int, room: int) -> list[tuple[int, int]]:
+        """(row, piece) for each screen line: from the top row, or ending with the last line when
+        following (the newest line is always in view)."""
+        n = self.row_count
+        if not n:
+            return []
+        if self.follow:
+            out: list[tuple[int, int]] = []
+            r = n - 1
+            while r >= 0 and len(out) < h:
+                out[:0] = [(r, i) for i in range(self._pieces(r, room))]
+                r -= 1
+            return out[-h:]
+        out, r = [], int(self.scroll_y)
+        while r < n and len(out) < h:
+            out.extend((r, i) for i in range(self._pieces(r, room)))
+            r += 1
+        return out[:h]
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         row = scroll_y + y
+        piece = None
         width = self.scrollable_content_region.width
+        if self.wrap:
+            if y >= len(self._layout):
+                return Strip.blank(width, self.rich_style)
+            row, piece = self._layout[y]
+            scroll_x = 0
         if row >= self.row_count:
             return Strip.blank(width, self.rich_style)
         sel = self.text_selection
-        key = (self.buf.entry(row), row, scroll_x, width, row == self.cursor, self.has_focus, self._gen)
+        key = (self.buf.entry(row), row, scroll_x, width, row == self.cursor, self.has_focus, self._gen, piece)
         if sel is None and key in self._cache:
             return self._cache[key]
-        strip = self._render_row(row, scroll_x, width, sel)
+        strip = self._render_row(row, scroll_x, width, sel, piece)
         if sel is None:
             self._cache[key] = strip
         return strip
@@ -296,7 +345,8 @@ class LogView(ScrollView, can_focus=True):
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(name, partial=True)
 
-    def _render_row(self, row: int, scroll_x: int, width: int, sel: Selection | None) -> Strip:
+    def _render_row(self, row: int, scroll_x: int, width: int, sel: Selection | None,
+                    piece: int | None = None) -> Strip:
         base = self.rich_style
         entry = self.buf.entry(row)
         line_style = base + self._style("logview--cursor") if row == self.cursor and self.has_focus else base
@@ -321,7 +371,11 @@ class LogView(ScrollView, can_focus=True):
         console = self.app.console
         bstrip = Strip(body.render(console), body.cell_len)
         room = max(0, width - gw)
-        more = bstrip.cell_length > scroll_x + room
+        if piece is not None:  # wrapped: this screen line's piece of the line
+            scroll_x = piece * room
+            if piece:
+                gutter = Text(" " * (gw - 2) + "↪ ", style=self._style("logview--gutter"))
+        more = piece is None and bstrip.cell_length > scroll_x + room
         bstrip = bstrip.crop_extend(scroll_x, scroll_x + room, line_style)
         if more and room > 1:  # the line goes on beyond the right edge
             bstrip = Strip.join([bstrip.crop(0, room - 1), Strip([Segment("→", line_style + self._style("logview--gutter"))], 1)])

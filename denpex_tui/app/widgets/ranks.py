@@ -24,6 +24,8 @@ STATE_CLASS = {
 }
 COLUMNS = ("rank", "state", "last", "first error", "node", "source")
 WIDTHS = (5, 15, 7, 11, 12, 28)  # fixed: live updates never make the table jump
+# What goes first when the pane is narrow: whole columns are dropped, never cut mid-word.
+DROP_ORDER = ("source", "node", "last")
 
 
 class RankTable(DataTable):
@@ -48,11 +50,40 @@ class RankTable(DataTable):
         super().__init__(cursor_type="row", zebra_stripes=False, **kw)
         self._ranks: list[int] = []
         self._cells: dict[tuple[str, str], tuple[str, str]] = {}
+        self._cols: tuple[str, ...] = COLUMNS
+        self._last: tuple | None = None
 
     def on_mount(self) -> None:
-        for c, w in zip(COLUMNS, WIDTHS):
-            self.add_column(c, key=c, width=w)
-        self.add_row(Text("all"), Text("merged timeline", style="italic"), "", "", "", "", key="all")
+        self._cols = self._fit(self.size.width or 80)
+        self._add_columns()
+
+    def _fit(self, width: int) -> tuple[str, ...]:
+        cols = list(COLUMNS)
+        need = lambda cs: sum(WIDTHS[COLUMNS.index(c)] + 2 for c in cs)  # noqa: E731 (cell padding)
+        for c in DROP_ORDER:
+            if need(cols) <= width:
+                break
+            cols.remove(c)
+        return tuple(cols)
+
+    def _add_columns(self) -> None:
+        for c in self._cols:
+            self.add_column(c, key=c, width=WIDTHS[COLUMNS.index(c)])
+        self._add_all_row()
+
+    def _add_all_row(self) -> None:
+        cells = {"rank": Text("all"), "state": Text("merged timeline", style="italic")}
+        self.add_row(*(cells.get(c, "") for c in self._cols), key="all")
+
+    def on_resize(self) -> None:
+        cols = self._fit(self.size.width)
+        if cols != getattr(self, "_cols", None):
+            self._cols = cols
+            self.clear(columns=True)
+            self._ranks, self._cells = [], {}
+            self._add_columns()
+            if getattr(self, "_last", None):
+                self.show(*self._last)
 
     def _cell(self, cls: str, text: str) -> Text:
         return Text(text, style=self.get_component_rich_style(cls, partial=True) if cls else "", no_wrap=True)
@@ -60,21 +91,24 @@ class RankTable(DataTable):
     def show(self, rows: dict[int, RankRow], ages: dict[int, float | None], standout: set[int],
              coarse: bool = False) -> None:
         self._coarse = coarse
+        self._last = (rows, ages, standout, coarse)
         ranks = sorted(rows)
         if ranks != self._ranks:
             keep = self.cursor_row
             self.clear()
             self._cells.clear()
-            self.add_row(Text("all"), Text("merged timeline", style="italic"), "", "", "", "", key="all")
+            self._add_all_row()
             for r in ranks:
-                cells = self._plain(rows[r], ages.get(r), r in standout, coarse)
-                self.add_row(*(self._cell(cls, text) for cls, text in cells), key=str(r))
-                self._cells.update({(str(r), c): v for c, v in zip(COLUMNS, cells)})
+                cells = dict(zip(COLUMNS, self._plain(rows[r], ages.get(r), r in standout, coarse)))
+                self.add_row(*(self._cell(*cells[c]) for c in self._cols), key=str(r))
+                self._cells.update({(str(r), c): cells[c] for c in self._cols})
             self._ranks = ranks
             self.move_cursor(row=min(keep, len(ranks)), animate=False)
             return
         for r in ranks:  # 1 Hz while quiet: compare plain (class, text) pairs, build Text only on change
             for col, cell in zip(COLUMNS, self._plain(rows[r], ages.get(r), r in standout, coarse)):
+                if col not in self._cols:
+                    continue
                 k = (str(r), col)
                 if self._cells.get(k) != cell:
                     self._cells[k] = cell
