@@ -168,7 +168,8 @@ def test_only_processes_tied_to_the_job_are_its_own_and_each_says_how(tmp_path):
     import subprocess
     import sys as _sys
 
-    from denpex_tui.probes.processes import find_training_processes, tie_to_job
+    from denpex_tui.probes.jobtie import tie_to_job
+    from denpex_tui.probes.processes import find_training_processes
 
     job = tmp_path / "job"
     (job / "logs").mkdir(parents=True)

@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 from denpex_tui.probes.differential import differential, differential_kind, metrics_for
 from denpex_tui.probes.logpaths import LogScan, scan_line
-from denpex_tui.probes.processes import find_training_processes, tie_to_job
+from denpex_tui.probes.jobtie import tie_to_job
+from denpex_tui.probes.processes import find_training_processes
 from denpex_tui.probes.sampler import Prober
 from denpex_tui.probes.trends import TrendTracker
 

@@ -6,11 +6,12 @@ its own source; a source with no timestamp at all keeps its line order and is pl
 last write (mtime). Lines that arrive while following are merged by time within each refresh
 and appended after what is already there (the screen never reorders under the user).
 
-Memory, per merged line: one byte (which source; two beyond 255 sources), four bytes in the
-default view (the console's copies of per-rank lines are hidden) and two bytes per console
-line (its rank tag); plus the sources' checkpoints (about 0.75 MB per GB). For logs of ~130
-bytes a line that is about 7 lines per kilobyte: ~40 MB per GB of logs, texts excluded (read
-back from the files for the rows on screen).
+Memory, per merged line: one byte (which source; two beyond 255 sources), plus four bytes in
+the default view once it hides something (the console's copies of per-rank lines) and four per
+console line (its rank tags); plus the sources' checkpoints (about 0.75 MB per GB) and a 4 MB
+text cache. For lines of ~130 bytes (~8 M lines per GB): ~8 MB per GB for plain rank files,
+up to ~70 MB per GB for a torchrun console with per-rank files; texts are read back from the
+files for the rows on screen.
 
 Row ``seq`` (a line's position in the whole merge) is stable: filtered views are lists of seqs.
 Written by one builder thread, read by the screen: everything is appended, and readers only
@@ -20,13 +21,12 @@ look below ``rows`` (the committed count).
 from __future__ import annotations
 
 import bisect
-import heapq
 import os
 import tempfile
 import threading
 from array import array
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from denpex_tui.core.model import SourceInfo
@@ -85,7 +85,7 @@ class Timeline:
         self.ck: list[array] = []  # per BLOCK rows: each source's line count before the block
         self.counts: list[int] = []
         self.rows = 0
-        self.default = View(array("I"), "default")
+        self.default = View(None, "default")  # every row, until a line is hidden
         self.file_locals: set[tuple] = set()
         self.file_ranks: set[int] = set()
         self.rank_map: dict[tuple, int] = {}
@@ -192,16 +192,21 @@ class Timeline:
             start += take
             left -= take
         kind = meta.info.kind
+        d = self.default
         if kind == "console" and tags is not None:
             if meta.tags is None:
                 meta.tags = array("i")
             meta.tags.extend(tags)
-            keep = self.default.seqs
-            for j, t in enumerate(tags):
-                if not self.is_copy(sid, t):
-                    keep.append(self.rows + j)
-        elif kind != "error-json":
-            self.default.seqs.extend(range(self.rows, self.rows + n))
+            hidden = [self.is_copy(sid, t) for t in tags]
+            if any(hidden) and d.seqs is None:  # the first hidden line: the view becomes a list
+                d.seqs = array("I", range(self.rows))
+            if d.seqs is not None:
+                d.seqs.extend(self.rows + j for j, h in enumerate(hidden) if not h)
+        elif kind == "error-json":
+            if d.seqs is None:
+                d.seqs = array("I", range(self.rows))
+        elif d.seqs is not None:
+            d.seqs.extend(range(self.rows, self.rows + n))
         self.rows = start
 
     def build(self, progress: Callable[[], None] | None = None) -> None:
@@ -215,64 +220,9 @@ class Timeline:
                 self.built = True
 
     def _build(self, progress) -> None:
-        stops = {sid: m.index.size() for sid, m in enumerate(self.sources)}
-        if len(self.sources) == 1 and stops[0] >= FAST_BYTES:
-            idx = self.sources[0].index
-            while idx.end < stops[0]:
-                before = idx.lines
-                stop = min(stops[0], idx.end + (32 << 20))
-                idx.count_to(stop, final=stop == stops[0])
-                if idx.lines == before:
-                    break
-                self._append(0, idx.lines - before, None)
-                if progress:
-                    progress()
-            return
-        heap: list = []
-        gens = {sid: m.index.records(stops[sid]) for sid, m in enumerate(self.sources)}
-        firsts = {sid: next(g, None) for sid, g in gens.items()}
-        waiting: dict[int, list] = {}  # untimed sources placed after a timed sibling's last line
-        for sid, rec in firsts.items():
-            if rec is None:
-                continue
-            if rec.time is None:
-                sib = self._sibling(sid, firsts)
-                if sib is not None:
-                    waiting.setdefault(sib, []).append((sid, rec))
-                    continue
-            heapq.heappush(heap, (self._key(sid, rec), sid, rec))
-        n = 0
-        while heap:
-            _t, sid, rec = heapq.heappop(heap)
-            self._append(sid, rec.lines, rec.tags)
-            nxt = next(gens[sid], None)
-            if nxt is not None:
-                heapq.heappush(heap, (self._key(sid, nxt), sid, nxt))
-            else:
-                for wsid, wrec in waiting.pop(sid, ()):
-                    heapq.heappush(heap, (self.sources[sid].index.last_time or self._key(wsid, wrec), wsid, wrec))
-            n += rec.lines
-            if n >= 50_000:
-                n = 0
-                if progress:
-                    progress()
+        from .merge import merge_history
 
-    def _key(self, sid: int, rec: Record) -> float:
-        return rec.time if rec.time is not None else self.sources[sid].index.mtime()
-
-    def _sibling(self, sid: int, firsts: dict) -> int | None:
-        """A timed source of the same rank (a stderr.log's stdout.log)."""
-        me = self.sources[sid].info
-        for other, rec in firsts.items():
-            if other == sid or rec is None or rec.time is None:
-                continue
-            o = self.sources[other].info
-            if o.kind == "error-json" or o.kind == "console":
-                continue
-            if (o.node_key, o.attempt, o.local_rank, o.file_rank) == (me.node_key, me.attempt, me.local_rank,
-                                                                      me.file_rank):
-                return other
-        return None
+        merge_history(self, progress)
 
     def refresh(self, names: Iterable[str] | None = None) -> int:
         """Lines written since the last look (following): merged by time among themselves,
@@ -439,72 +389,12 @@ class Timeline:
         self._text.clear()
         self._text_bytes = 0
 
-    # -- views -----------------------------------------------------------------------------
-
-    def console_tags(self, sid: int) -> array:
-        """A console's rank tags, read now when the fast path skipped them."""
-        meta = self.sources[sid]
-        if meta.tags is not None and len(meta.tags) >= self.counts[sid]:
-            return meta.tags
-        from .lineinfo import line_facts
-
-        tags = meta.tags if meta.tags is not None else array("i")
-        l0 = len(tags)
-        while l0 < self.counts[sid]:
-            got = meta.index.read_lines(l0, 4096)
-            if not got:
-                break
-            for raw, _cut in got:
-                f = line_facts(raw[:256].decode("utf-8", "replace"))
-                tags.append(FileIndex.tag(f.rank, f.local))
-            l0 += len(got)
-        meta.tags = tags
-        return tags
+    # -- views (app/timeviews.py) ---------------------------------------------------------
 
     def view_for(self, rank: int | None, hide_copies: bool) -> View:
-        """The rows of one rank (its files, and console lines that name it when they are not
-        copies), or of every rank; built by scanning the merge (run it in a thread)."""
-        if rank is None and not hide_copies:
-            return View(None, "all")
-        if rank is None:
-            self._rebuild_default()
-            return self.default
-        rows = self.rows
-        keep_src = {sid for sid in range(len(self.sources)) if self.source_rank(sid) == rank
-                    and self.sources[sid].info.kind != "error-json"}
-        consoles = {sid for sid, m in enumerate(self.sources) if m.info.kind == "console"}
-        tags = {sid: self.console_tags(sid) for sid in consoles}
-        out = array("I")
-        pos = {sid: 0 for sid in consoles}
-        src = self.src
-        for seq in range(rows):
-            sid = src[seq]
-            if sid in keep_src:
-                out.append(seq)
-            elif sid in consoles:
-                k = pos[sid]
-                pos[sid] = k + 1
-                t = tags[sid][k] if k < len(tags[sid]) else 0
-                if self.rank_of_tag(sid, t) == rank and not (hide_copies and self.is_copy(sid, t)):
-                    out.append(seq)
-        return View(out, f"rank {rank}")
+        from .timeviews import view_for
 
-    def _rebuild_default(self) -> None:
-        out = array("I")
-        pos = {sid: 0 for sid, m in enumerate(self.sources) if m.info.kind == "console"}
-        tags = {sid: (self.sources[sid].tags or array("i")) for sid in pos}
-        skip = {sid for sid, m in enumerate(self.sources) if m.info.kind == "error-json"}
-        for seq in range(self.rows):
-            sid = self.src[seq]
-            if sid in pos:
-                k = pos[sid]
-                pos[sid] = k + 1
-                t = tags[sid][k] if k < len(tags[sid]) else 0
-                if not self.is_copy(sid, t):
-                    out.append(seq)
-            elif sid not in skip:
-                out.append(seq)
-        self.default = View(out, "default")
+        return view_for(self, rank, hide_copies)
 
     def set_rank_map(self, rank_map: dict[tuple, int]) -> bool:
         """Global ranks of local ones (from the job): per-rank files of log-dir trees then
