@@ -78,7 +78,8 @@ async def settle(app: DenpexApp, pilot, *, incident: bool = True, timeout: float
         sig = (app.state.version, log.row_count, app.query_one(FixPanel).finding)
         if sig != last:
             last, since = sig, loop.time()
-        ready = log.row_count > 0 and app.state.summary.sources > 0
+        ready = log.row_count > 0 and app.state.summary.sources > 0 and (
+            not log.follow or log.scroll_y >= log.max_scroll_y)
         if incident:
             ready = ready and app.state.incident is not None and app.query_one(FixPanel).finding is not None
         if ready and loop.time() - since >= quiet:

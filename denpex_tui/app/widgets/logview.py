@@ -102,7 +102,12 @@ class LogView(ScrollView, can_focus=True):
         if self.follow:
             self.cursor = max(0, self.row_count - 1)
             self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
+            self.call_after_refresh(self._keep_following)  # again once the new size is laid out
         self.refresh()
+
+    def _keep_following(self) -> None:
+        if self.follow and self.scroll_y < self.max_scroll_y:
+            self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
 
     def set_view(self, view, rank: int | None, hide_copies: bool) -> None:
         keep = self.line_at_cursor()
@@ -114,6 +119,7 @@ class LogView(ScrollView, can_focus=True):
             self.cursor = max(0, self.row_count - 1)
             if self.follow:
                 self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
+                self.call_after_refresh(self._keep_following)
         else:
             self.goto_row(self.buf.index_near(keep[0]))
         self.refresh()
@@ -278,6 +284,12 @@ class LogView(ScrollView, can_focus=True):
         return selection.extract(text), "\n"
 
     def render_lines(self, crop: Region) -> list[Strip]:
+        if self.follow and self.scroll_y < self.max_scroll_y:  # laid out taller since: to the end again
+            self.call_later(self._keep_following)
+        bar = self.vertical_scrollbar
+        if self.show_vertical_scrollbar and bar.position != self.scroll_y:
+            # scrolled while the bar was hidden (fewer rows than the pane): its thumb would stay stale
+            bar.position = self.scroll_y
         top = int(self.scroll_y) + crop.y
         self.buf.prefetch(top, top + crop.height)  # one read per run of a file, not one per row
         if self.wrap:
