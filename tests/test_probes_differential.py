@@ -63,7 +63,7 @@ def test_path_missing_here_makes_path_causes_unknown(tmp_path):
     assert by["blocks"].evidence == f"not on this machine: measure it on gpu-node-07 with: {cmd}"
     assert all(by[k].measured == {} and "GiB" not in by[k].evidence
                for k in ("blocks", "inodes", "reserved", "deleted-open"))
-    assert by["deleted-open"].check.startswith(f"lsof -nP +L1 2>/dev/null | grep -F -- {gone.parent}/")
+    assert by["deleted-open"].check.startswith(f"lsof -nP +L1 2>/dev/null | grep -F -- {gone.parent}")
     assert d.metrics["path.bytes_free_pct"] is None
     assert d.note == NOTE == "measured now, not at failure time"
     # a file that was never written, in a directory that exists: its filesystem is measured

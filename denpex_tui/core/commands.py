@@ -26,7 +26,7 @@ __all__ = ["PLACEHOLDERS", "TemplateError", "parse_template", "RenderedCommand",
 
 # lsof +L1 lists deleted-but-open files (link count < 1) of the whole system: "lsof +L1 -- DIR"
 # lists only files open *as* DIR, so the deleted files under a path are found by their name.
-DELETED_OPEN_TEMPLATE = "lsof -nP +L1 2>/dev/null | grep -F -- {dir}/"
+DELETED_OPEN_TEMPLATE = "lsof -nP +L1 2>/dev/null | grep -F -- {dir}"
 
 PLACEHOLDERS = ("path", "dir", "pid", "rank", "node", "log", "nvme_path", "ckpt_dir", "line")
 _NUMERIC = {"pid", "rank", "line"}

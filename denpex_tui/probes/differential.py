@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from denpex_tui.core.commands import deleted_open_command, render_command
+from denpex_tui.core.commands import DELETED_OPEN_TEMPLATE, deleted_open_command, render_command
 
 from .conditions import METRICS, parse_condition
 from .mounts import is_under
@@ -480,7 +480,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
         why = (pr.error if pr is not None else "no path to measure") or "unreadable"
         checks = {"blocks": _cmd("df -h -- {dir}", where), "inodes": _cmd("df -i -- {dir}", where),
                   "reserved": _cmd("df -h -- {dir}", where),
-                  "deleted-open": deleted_open_command(where).text if where else _cmd("lsof -nP +L1 | grep -F -- {dir}/", None)}
+                  "deleted-open": deleted_open_command(where).text if where else _cmd(DELETED_OPEN_TEMPLATE, None)}
         for cause, title in (("blocks", "blocks exhausted"), ("inodes", "inodes exhausted"),
                              ("reserved", "ext4 reserved blocks"),
                              ("deleted-open", "deleted-but-open files")):
