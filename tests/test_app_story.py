@@ -9,7 +9,7 @@ import io
 import os
 
 from rich.console import Console
-from test_app_support import make_app, settle, widget_text
+from test_app_support import make_app, settle, until, widget_text
 
 from denpex_tui.app.widgets.findings import FindingList
 from denpex_tui.app.widgets.status import StatusBar
@@ -52,6 +52,10 @@ def test_scan_and_watch_tell_the_same_story():
         app = make_app(RESTART)
         async with app.run_test(size=(120, 36)) as pilot:
             await settle(app, pilot)
+            # the launcher's report and attempt 1 may be triaged a moment after the root cause
+            assert await until(pilot, lambda: app.state.story is not None and app.state.story.restarts == 1
+                               and app.state.story.launcher_note is not None
+                               and app.query_one(StatusBar)._data[6] == tuple(app.state.story_lines()), timeout=20)
             _shape, _el, _f, level, diagnosis, _x, story = app.query_one(StatusBar)._data
             wst = app.state.story
             assert level == "initiating" and diagnosis == wst.headline
