@@ -4,7 +4,6 @@ fits: Pilot tests on the demo job (written finished) and the corpus."""
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 from test_app_support import fixed_readings, make_app, settle, until, widget_text, write_failed_job

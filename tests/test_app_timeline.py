@@ -161,3 +161,23 @@ def test_the_view_of_a_1gb_job_stays_under_200mb_rss(big_job):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True)
     rows, opened, rss = out.stdout.split()
     assert int(rows) > 8_000_000 and int(rss) < 200, out.stdout
+
+
+def test_an_exec_source_is_in_the_timeline_with_its_rank(tmp_path):
+    """--exec output is no file: the view keeps its lines in a private spool file."""
+    script = tmp_path / "emit.py"
+    script.write_text("print('2026-11-29 17:40:10,000 INFO [rank3/4] train: step 1')\n"
+                      "print('2026-11-29 17:40:11,000 ERROR [rank3/4] train: Checkpoint save failed')\n")
+    cmd = f"3={sys.executable} {script}"
+
+    async def main():
+        app = make_app(str(tmp_path / "no-logs-here"), execs=[cmd])
+        app.options.paths = []
+        async with app.run_test(size=(120, 36)) as pilot:
+            log = app.query_one(LogView)
+            assert await until(pilot, lambda: log.row_count >= 2, timeout=20)
+            lines = shown_lines(log)
+            assert [ll.text for ll in lines][-1].endswith("Checkpoint save failed")
+            assert {ll.rank for ll in lines} == {3}
+
+    run(main())

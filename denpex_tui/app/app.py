@@ -224,7 +224,7 @@ class DenpexApp(LevelActions, WatchActions, App):
     def on_engine_batch(self, msg: EngineBatch) -> None:
         if self._exit or not self.is_running:  # a worker message arriving while the app tears down
             return
-        st, log = self.state, self.query_one(LogView)
+        st = self.state
         findings: list[Finding] = []
         incidents = None
         lines = []

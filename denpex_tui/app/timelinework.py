@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from denpex_tui.core.model import SourceInfo
+
 from .firsterror import first_errors
 from .messages import FirstErrors, LevelsDone, SearchDone, TimelineChanged, ViewReady
 from .search import SearchQuery, find_all
@@ -107,6 +109,7 @@ class TimelineWorker:
     def _handle(self, batch: list) -> None:
         names: set[str] = set()
         spools: dict[str, list[str]] = {}
+        spool_rank: dict[str, int | None] = {}
         for item in batch:
             if item[0] == "lines":
                 for ll in item[1]:
@@ -114,6 +117,7 @@ class TimelineWorker:
                     if src in spools or (self.tl.sid_of(src) is None and not os.path.isfile(src)) or \
                             (self.tl.sid_of(src) is not None and self.tl.sources[self.tl.sid_of(src)].spool):
                         spools.setdefault(src, []).append(ll.text)
+                        spool_rank.setdefault(src, ll.rank)
                     else:
                         names.add(src)
         grew = 0
@@ -121,7 +125,7 @@ class TimelineWorker:
             grew += self.tl.refresh(names)
         for src, texts in spools.items():
             before = self.tl.rows
-            self.tl.spool(src, texts)
+            self.tl.spool(src, texts, SourceInfo(path=src, kind="exec", exec_rank=spool_rank.get(src)))
             grew += self.tl.rows - before
         mapped = False
         for item in batch:
