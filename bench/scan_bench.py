@@ -97,7 +97,18 @@ def patterns_file(path: Path) -> int:
     from denpex_tui.core.catalog import load_catalog
 
     cat = load_catalog(include_user=False)
-    pats = [p.source for s in cat for p in s.patterns]
+    # rg joins the patterns into one alternation, where the catalog's named groups (fields)
+    # would collide: the reference runs them as plain groups. Denpex's generic detectors
+    # (errno texts, fatal reports, exception lines) add their literals to the same pass, so
+    # the reference gets those literals too.
+    import re as _re
+
+    from denpex_tui.core.detect import ErrnoDetector, ExceptionDetector, FatalDetector
+
+    pats = [_re.sub(r"\(\?P<\w+>", "(?:", p.source) for s in cat for p in s.patterns]
+    for det in (ErrnoDetector, FatalDetector, ExceptionDetector):
+        pats += [("(?i)" if ci else "") + "".join("\\" + c if c in "\\.^$|?*+()[]{}" else c for c in t)
+                 for t, ci in det.literals]
     path.write_text("\n".join(pats) + "\n")
     return len(pats)
 

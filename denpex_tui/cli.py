@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -19,6 +20,7 @@ from pathlib import Path
 from denpex_tui import __version__
 
 log = logging.getLogger("denpex")
+log.addHandler(logging.NullHandler())  # without --debug, log.exception must not reach stderr (logging.lastResort)
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 
@@ -38,24 +40,84 @@ def _err(msg: str) -> None:
     print(f"denpex: {safe_str(msg)}", file=sys.stderr)
 
 
+class _DebugFile(logging.FileHandler):
+    """The --debug log. A write that fails (a full filesystem) is said once, in one line, and
+    the debug log stops: never logging's '--- Logging error ---' traceback."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        exc = sys.exc_info()[1]
+        why = getattr(exc, "strerror", None) or exc
+        logging.getLogger().removeHandler(self)
+        logging.getLogger("denpex").removeHandler(self)
+        try:
+            self.close()
+        except OSError:
+            pass
+        _err(f"--debug {self.baseFilename}: cannot write ({why}); the debug log is off")
+
+
+def _quiet_logging() -> None:
+    """Nothing reaches the screen through logging: without --debug, records go nowhere (not to
+    logging's last-resort handler, which printed the traceback of any internal error)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
+    logging.raiseExceptions = False
+
+
 def _setup_debug(target: str | None) -> None:
     if target is None:
         return
     from denpex_tui.core.config import state_dir
 
     path = Path(target) if target != "-auto-" else state_dir() / "debug.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, encoding="utf-8")
+    if path.is_dir():
+        raise UsageError(f"--debug {path}: is a directory (give a file name, e.g. {path / 'denpex-debug.log'})")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = _DebugFile(path, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--debug {path}: {exc.strerror or exc}") from None
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("denpex")
+    handler.setLevel(logging.DEBUG)
+    root = logging.getLogger()  # every library's warnings and errors go to the file too
     root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    root.propagate = False
+    logging.getLogger("denpex").setLevel(logging.DEBUG)
     log.debug("denpex %s debug log started, argv=%r", __version__, sys.argv)
 
 
+def _debug_before_command(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``denpex --debug scan X``: --debug's FILE is optional, so argparse took ``scan`` as the
+    file. A command name right after --debug is the command; the log goes to the default file."""
+    commands = {name for a in parser._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}
+    out = list(argv)
+    for i, a in enumerate(out):
+        if a in commands:
+            break
+        if a == "--debug" and i + 1 < len(out) and out[i + 1] in commands:
+            out[i] = "--debug=-auto-"
+            break
+    return out
+
+
+_MAX_AGE_S = 200 * 365 * 86400
+
+
+def _check_since(since: str | None) -> None:
+    """An age beyond any log (``99999999999999d``) is refused in one line (the clock cannot go
+    back that far: EOVERFLOW)."""
+    if not since:
+        return
+    s = since.strip()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if s[-1:] in units and s[:-1].isdigit() and (len(s) > 16 or int(s[:-1]) * units[s[-1]] > _MAX_AGE_S):
+        raise UsageError(f"--since {since[:40]!r}: an age of at most 200 years (73000d)")
+
+
 def _json_out(obj) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    from denpex_tui.core.text import safe_json
+
+    sys.stdout.write(json.dumps(safe_json(obj), ensure_ascii=False) + "\n")
 
 
 # -- scan ---------------------------------------------------------------------------------
@@ -79,6 +141,13 @@ def cmd_scan(args, cfg) -> int:
         paths = [tmp.name]
     if not paths:
         raise UsageError("scan needs at least one PATH (a log file, a directory or a glob), or --demo")
+    _check_since(args.since)
+    from denpex_tui.core.evidence import is_bundle  # an evidence bundle: its stored diagnosis
+
+    if len(paths) == 1 and is_bundle(paths[0]):
+        from denpex_tui.checklist_cli import scan_bundle
+
+        return scan_bundle(paths[0], args)
     try:
         result = scan_paths(
             paths,
@@ -96,18 +165,44 @@ def cmd_scan(args, cfg) -> int:
     if result.readable_sources == 0:
         _err("nothing could be read in " + ", ".join(paths))
         return EXIT_ERROR
+    from denpex_tui.checklist_cli import scan_extras  # --control and the failure's rhythm
+
+    extras = scan_extras(result, args)
     if args.json:
-        _json_out(result.to_json())
+        _json_out({**result.to_json(), **extras.json})
     else:
         from denpex_tui.render.report import make_console, print_scan
 
-        print_scan(result, make_console(), verbose=args.verbose, measure=not args.no_measure)
+        con = make_console()
+        print_scan(result, con, verbose=args.verbose, measure=not args.no_measure)
+        extras.print(con)
     if tmp is not None:
         tmp.cleanup()
-    return EXIT_FOUND if result.incidents else EXIT_OK
+    return EXIT_FOUND if result.incidents or result.job.unknown_lines() else EXIT_OK
 
 
 # -- explain ------------------------------------------------------------------------------
+
+
+def _read_regular(path: str, limit: int) -> bytes:
+    """The first ``limit`` bytes of a regular file. Opened without blocking and checked before
+    reading, as ``scan`` does: a FIFO, a device or a socket is refused, never waited on."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "a device")
+            raise UsageError(f"{path}: not a regular file ({kind}): give a log file, or - for standard input")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=True) as fh:
+            fd = -1
+            return fh.read(limit)
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def cmd_explain(args, cfg) -> int:
@@ -118,8 +213,7 @@ def cmd_explain(args, cfg) -> int:
         if src == "-":
             data = sys.stdin.buffer.read(4 << 20)
         else:
-            with open(src, "rb") as fh:
-                data = fh.read(4 << 20)
+            data = _read_regular(src, 4 << 20)
     except OSError as exc:
         _err(f"{src}: {exc.strerror or exc}")
         return EXIT_ERROR
@@ -154,9 +248,11 @@ def cmd_signatures(args, cfg) -> int:
                     problems.append(
                         _problem(s.path, "examples", f"line {'does not match' if e.match else 'matches'}: {e.line[:80]}")
                     )
+        from denpex_tui.core.text import safe_str
+
         for p in problems:
-            print(f"denpex: signatures: {p}", file=sys.stderr)
-        print(f"{len(sigs)} signature(s) valid, {len(problems)} problem(s) in {args.check}")
+            _err(f"signatures: {p}")
+        print(f"{len(sigs)} signature(s) valid, {len(problems)} problem(s) in {safe_str(args.check)}")
         return EXIT_ERROR if problems or not sigs else EXIT_OK
     sig_dirs = list(cfg.get("scan", {}).get("signatures", [])) + list(args.signatures or [])
     cat = load_catalog(sig_dirs)
@@ -217,6 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write a debug log to FILE (default: $XDG_STATE_HOME/denpex/debug.log); never to the screen",
     )
+    p.add_argument(
+        "--log-line-prefix-template",
+        metavar="T",
+        default=os.environ.get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE") or None,
+        help="the torchrun --log-line-prefix-template the job used (${role_name}, ${rank}, ${local_rank}, "
+        "${hostname}); default: $TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     s = sub.add_parser("scan", help="triage the logs of a job (finished or running)")
@@ -239,6 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--verbose", "-v", action="store_true", help="also list warning-level findings")
     s.add_argument("--no-measure", action="store_true",
                    help="do not measure the failing path and local processes now (the ENOSPC/EMFILE differential)")
+    try:  # --control, --runs (checklist_cli)
+        from denpex_tui import checklist_cli
+
+        checklist_cli.add_scan_options(s)
+    except ImportError:  # pragma: no cover
+        pass
     s.set_defaults(func=cmd_scan)
 
     e = sub.add_parser("explain", help="explain a pasted traceback or log excerpt")
@@ -260,6 +369,12 @@ def build_parser() -> argparse.ArgumentParser:
         probe_cli.add_parser(sub)
         sub.choices["probe"].set_defaults(func=lambda a, _cfg: probe_cli.run(a))
     except ImportError:  # pragma: no cover - probes not built in this tree
+        pass
+    try:  # checkpoints, footprint, verify, evidence: the checklist items as commands
+        from denpex_tui import checklist_cli
+
+        checklist_cli.add_parsers(sub)
+    except ImportError:  # pragma: no cover
         pass
     try:
         from denpex_tui.app import cli as watch_cli
@@ -300,6 +415,20 @@ def _detached(fn) -> int:
                         pass
                 os._exit(int(code))
     os.close(w)
+
+    def _end(sig, _frame) -> None:
+        # `denpex scan SLOWDIR & kill -TERM $!`: the work dies with us; it must not print its
+        # report to the shell later (SIGKILL: it may be blocked on a dead mount)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, os.WNOHANG)
+        except OSError:
+            pass
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _end)
     got = b""
     while True:
         try:
@@ -340,16 +469,36 @@ def _guarded(fn) -> int:
         return EXIT_ERROR
 
 
+def _tolerant_streams() -> None:
+    """Text is escaped before it is written; an encoding that still cannot hold a character
+    (an ASCII locale) writes it as ``\\u2026`` instead of failing the command."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    _tolerant_streams()
+    _quiet_logging()
     try:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `denpex scan ... | head` ends quietly
     except (AttributeError, ValueError):
         pass
     parser = build_parser()
+    argv = _debug_before_command(argv, parser)
     try:
         args = parser.parse_args(argv)
         _setup_debug(args.debug)
+        if args.log_line_prefix_template:
+            from denpex_tui.core.lineparse import set_prefix_template
+
+            try:
+                set_prefix_template(args.log_line_prefix_template)
+            except (ValueError, re.error) as exc:
+                raise UsageError(f"--log-line-prefix-template: {exc}") from None
         if not getattr(args, "func", None):
             parser.print_help()
             return EXIT_ERROR

@@ -98,7 +98,7 @@ async def shoot(name, root, engine, size, *, theme=None, probes=False, near=True
             if f is not None and differential_kind(f.signature):  # what the probe thread would measure
                 path = f"{root}/checkpoints/checkpoint-100"
                 app.post_message(Measured(app._fix_key, metrics_for(path, snap, du=False),
-                                          differential(f.signature, path, snap, None, du=False, node=f.node)))
+                                          differential(f.signature, path, snap, None, du=False, error_node=f.node)))
                 await pilot.pause(0.3)
         for step in steps:
             await pilot.press(step)

@@ -160,7 +160,7 @@ def test_bad_start_up_input_is_one_line_and_exit_2_before_the_screen(tmp_path, c
 
     assert cli.main(["watch", str(tmp_path / "nonexistent")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"denpex watch: {tmp_path / 'nonexistent'}: no such file or directory (--wait waits for it)"]
+    assert err == [f"denpex watch: {tmp_path / 'nonexistent'}: no such file or directory (--wait-for-logs waits for it)"]
     assert cli.main(["watch", str(tmp_path), "--theme", "nosuch"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("denpex watch: no theme named 'nosuch'") and "denpex-dark" in err[0]

@@ -51,7 +51,7 @@ def test_metrics_cover_the_doc_table(tmp_path):
 def test_path_missing_here_makes_path_causes_unknown(tmp_path):
     snap = Prober(pids=[], paths=[str(tmp_path)], discover=False).snapshot()
     gone = tmp_path / "node-local-nvme" / "zero_stage_3" / "x.swp"
-    d = differential("os.enospc", str(gone), snap, node="gpu-node-07")
+    d = differential("os.enospc", str(gone), snap, error_node="gpu-node-07")
     v = verdicts(d)
     assert v["blocks"] == v["inodes"] == v["reserved"] == v["deleted-open"] == "unknown"
     # never a reading of another filesystem (the nearest existing ancestor): where to measure it

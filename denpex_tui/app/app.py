@@ -19,6 +19,7 @@ from textual.widgets import Footer, Input, Static
 
 from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.model import Finding
+from denpex_tui.core.text import safe_str
 from denpex_tui.live.engine import Engine, FindingEvent, IncidentEvent, LinesEvent
 from denpex_tui.live.proctable import ProcessEvent
 from denpex_tui.live.sources import SourceEvent
@@ -34,6 +35,7 @@ from .model import WatchState
 from .probing import ProbeLoop
 from .timeline import Timeline
 from .timelinework import TimelineWorker
+from .remote import RemoteProbeLoop, rank_processes, skew_note
 from .theming import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from .widgets.findings import FindingList
 from .widgets.fixpanel import FixPanel
@@ -66,6 +68,8 @@ class WatchOptions:
     demo_root: str | None = None  # watch --demo: its checkpoint disk is the demo's simulated one
     notify: bool = False  # bell + OSC 9 desktop notification when the diagnosis changes
     quiet_s: float = 30.0  # no new log line for this long: the job is quiet, clocks show minutes
+    probe_specs: list | None = None  # other nodes' probes (transports.ChannelSpec): app/remote.py
+    probe_wait: float = 20.0  # seconds for a node's first snapshot before it counts as no answer
 
 
 class DenpexApp(LevelActions, WatchActions, App):
@@ -95,6 +99,7 @@ class DenpexApp(LevelActions, WatchActions, App):
         Binding("t", "next_theme", "theme", show=False),
         Binding("escape", "escape", "close explanation / search / rank filter", show=False),
         *(Binding(str(i + 1), f"pane('{p}')", f"pane: {p}", show=False) for i, p in enumerate(PANES)),
+        Binding("E", "evidence", "write an evidence bundle of the watched logs", show=False),
     ]
 
     def __init__(self, options: WatchOptions, catalog: Catalog, *, engine: Engine | None = None) -> None:
@@ -110,6 +115,10 @@ class DenpexApp(LevelActions, WatchActions, App):
                                interval=options.probe_interval, job_paths=options.paths,
                                all_users=options.all_users, prober_factory=self._demo_prober(options)) \
             if options.probes else None
+        if options.probe_specs:
+            self.probe = RemoteProbeLoop(options.probe_specs, answer_timeout=options.probe_wait)
+        self._rank_procs: dict = {}
+        self._skew_note: str | None = None
         self.started = options.clock()
         self.timeline = Timeline()
         self.timeline_worker = TimelineWorker(self.timeline, options.paths, self.post_message)
@@ -159,7 +168,7 @@ class DenpexApp(LevelActions, WatchActions, App):
         yield Static(id="panebar")
         with Horizontal(id="body"):
             with Vertical(id="side"):
-                yield RankTable(id="ranks")
+                yield RankTable(id="ranks", remote=bool(self.options.probe_specs))
                 yield FindingList(id="findings")
                 with VerticalScroll(id="gauges-box"):
                     yield Gauges(id="gauges")
@@ -197,6 +206,13 @@ class DenpexApp(LevelActions, WatchActions, App):
         self.set_interval(1.0, self._tick)
         self.theme_changed_signal.subscribe(self, lambda _t: self._refresh(force=True))
         self._refresh()
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information",  # type: ignore[override]
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every toast goes through core/text.py and is never parsed as markup: its text names
+        files, folders and pack commands ('[x=a:b]' in a title crashed the app)."""
+        super().notify(safe_str(message), title=safe_str(title), severity=severity,  # type: ignore[arg-type]
+                       timeout=timeout, markup=False)
 
     def on_unmount(self) -> None:
         self.engine.stop()
@@ -343,7 +359,7 @@ class DenpexApp(LevelActions, WatchActions, App):
         ranks = self.query_one(RankTable)
         if force:
             ranks._ranks = []
-        ranks.show(st.ranks, st.ages(now), st.stands_out(now), quiet)
+        ranks.show(st.ranks, st.ages(now), st.stands_out(now), self._rank_procs, quiet)
         inc = st.incident
         fl = self.query_one(FindingList)
         if force:
@@ -364,7 +380,13 @@ class DenpexApp(LevelActions, WatchActions, App):
         if self._exit or not self.is_running:  # a worker message arriving while the app tears down
             return
         g = self.query_one(Gauges)
-        g.show(msg.snapshot, msg.path_trends, msg.proc_trends, ties=msg.ties, others=msg.others)
+        g.show(msg.snapshot, msg.path_trends, msg.proc_trends, ties=getattr(msg, "ties", None),
+               others=getattr(msg, "others", None))
+        self._rank_procs = rank_processes(msg.snapshot)
+        note = skew_note(self.state.incident, getattr(msg.snapshot, "offsets", None))
+        if note and note != self._skew_note:
+            self._skew_note = note
+            self.notify(note, title="clocks", severity="warning", timeout=15)
         alert = g.critical_count()
         self._gauge_alert = f"✖ {alert} gauge{'s' if alert > 1 else ''} critical (5)" if alert else ""
         self._refresh()
@@ -390,7 +412,8 @@ class DenpexApp(LevelActions, WatchActions, App):
         self.post_message(FixReady(key, finding, data, diff, origin))
         if metrics is None and self.probe is not None and data.signature is not None:
             path = data.values.get("path") or data.values.get("ckpt_dir")
-            self.probe.measure(key, finding.signature, path, data.values.get("pid"), finding.node)
+            self.probe.measure(key, finding.signature, path, data.values.get("pid"),
+                               rank=finding.rank, node=finding.node)
 
     async def on_fix_ready(self, msg: FixReady) -> None:
         if self._exit or not self.is_running:  # a worker message arriving while the app tears down
@@ -398,3 +421,8 @@ class DenpexApp(LevelActions, WatchActions, App):
         if msg.key != self._fix_key:
             return
         await self.query_one(FixPanel).show(msg.finding, msg.panel, msg.differential, msg.origin)
+
+    def action_evidence(self) -> None:  # E: an evidence bundle (app/evidence_key.py)
+        from denpex_tui.app.evidence_key import start
+
+        start(self)

@@ -1,5 +1,6 @@
 """``denpex watch [PATH...] [--pid PID...] [--path DIR...] [--exec CMD...] [--signatures DIR]
-[--theme NAME] [--demo]``: the live TUI."""
+[--theme NAME] [--demo] [--hosts A,B | --slurm-job J | --pods P,Q] [--probe-cmd T]``: the live
+TUI; with the last options the gauges and the rank table show every node's probe."""
 
 from __future__ import annotations
 
@@ -31,12 +32,15 @@ def add_parser(subparsers) -> None:
     w.add_argument("--quiet-after", type=float, default=30.0, help=argparse.SUPPRESS)
     w.add_argument("--notify", action="store_true",
                    help="ring the bell and send a desktop notification (OSC 9) when the diagnosis changes")
-    w.add_argument("--wait", action="store_true", help="wait for log paths that do not exist yet")
+    w.add_argument("--wait-for-logs", action="store_true", help="wait for log paths that do not exist yet")
     w.add_argument("--all-users", action="store_true",
                    help="follow other users' training processes too (default: only yours)")
     w.add_argument("--max-stat-rate", type=float, default=500.0, metavar="N",
                    help="cap on stat/open calls per second while polling (protects a Lustre MDS; "
                         "1024 files need ~2000 for ~1 s latency without inotify); default 500")
+    from denpex_tui.probes.remote_cli import add_arguments
+
+    add_arguments(w)
     w.set_defaults(func=run)
 
 
@@ -44,13 +48,13 @@ def _bad_start(args, watch_cfg) -> str | None:
     """What makes the start-up input unusable, in one line (None: fine)."""
     import glob
 
-    if not args.wait:
+    if not args.wait_for_logs:
         for p in args.paths:
             if any(c in p for c in "*?["):
                 if not glob.glob(p, recursive=True):
-                    return f"{p}: no file matches (--wait waits for it)"
+                    return f"{p}: no file matches (--wait-for-logs waits for it)"
             elif not os.path.exists(p):
-                return f"{p}: no such file or directory (--wait waits for it)"
+                return f"{p}: no such file or directory (--wait-for-logs waits for it)"
     theme = args.theme or watch_cfg.get("theme")
     if theme:
         from textual.theme import BUILTIN_THEMES
@@ -68,6 +72,28 @@ def run(args, cfg) -> int:
     if args.max_stat_rate <= 0:
         print("denpex: --max-stat-rate must be a positive number of calls per second", file=sys.stderr)
         return 2
+    from denpex_tui.probes import remote_cli
+    from denpex_tui.probes.transports import TransportError
+
+    specs = None
+    if remote_cli.wanted(args) or args.probe_cmd:
+        try:
+            specs = remote_cli.channel_specs(args)
+        except TransportError as e:
+            print(f"denpex watch: {e}", file=sys.stderr)
+            return 2
+        try:
+            wait = float(args.wait)
+            if not 0.5 <= wait <= 3600:
+                raise ValueError
+        except ValueError:
+            print(f"denpex watch: --wait: expected seconds between 0.5 and 3600, got {args.wait!r}",
+                  file=sys.stderr)
+            return 2
+        if args.pids or args.probe_paths:
+            print("denpex watch: --pid and --path measure this node; for the job's nodes put them "
+                  "in --probe-cmd (it runs their denpex probe)", file=sys.stderr)
+            return 2
     watch_cfg = cfg.get("watch", {}) if cfg else {}
     problem = _bad_start(args, watch_cfg)
     if problem:  # one line and exit 2, before the screen opens
@@ -88,6 +114,14 @@ def run(args, cfg) -> int:
                                   kwargs=dict(realtime=True, speed=max(0.05, args.demo_speed), stop=stop))
         notice = (f"demo: an 8-rank job is being written to {tmp.name} in real time; rank 5 will fill "
                   "the demo's simulated checkpoint disk at step 100")
+    elif not paths and not args.exec_cmds and specs and args.slurm_job:
+        from denpex_tui.probes.transports import slurm_job_output
+
+        paths = slurm_job_output(args.slurm_job)  # the job's StdOut/StdErr files
+        if not paths:
+            print(f"denpex watch: job {args.slurm_job}'s output files are not readable here; "
+                  "give the logs: denpex watch PATH --slurm-job J", file=sys.stderr)
+            return 2
     elif not paths and not args.exec_cmds:
         from .discover import discover_logs
 
@@ -101,13 +135,14 @@ def run(args, cfg) -> int:
         paths, notice = d.paths, d.message()
         args.pids = args.pids or []
     from denpex_tui.core.catalog import load_catalog
+    from denpex_tui.core.text import safe_str
 
     from .app import DenpexApp, WatchOptions
     from .feed import common_root
 
     catalog = load_catalog(sig_dirs)
     for p in catalog.problems:
-        print(f"denpex: signatures: {p}", file=sys.stderr)
+        print(f"denpex: signatures: {safe_str(p)}", file=sys.stderr)
     probe_paths = [os.path.abspath(p) for p in args.probe_paths]
     if not args.demo:
         for p in paths:
@@ -119,6 +154,7 @@ def run(args, cfg) -> int:
         discover=False if args.demo else None, notice=notice, root=common_root(paths),
         max_stat_rate=args.max_stat_rate, all_users=args.all_users,
         demo_root=tmp.name if args.demo else None, quiet_s=args.quiet_after, notify=args.notify,
+        probe_specs=specs, probe_wait=float(args.wait) if specs else 20.0,
     )
     app = DenpexApp(opts, catalog)
     if writer is not None:

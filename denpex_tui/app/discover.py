@@ -12,6 +12,8 @@ import os
 import stat
 from dataclasses import dataclass, field
 
+from denpex_tui.core.text import safe_str
+
 __all__ = ["Discovery", "discover_logs"]
 
 
@@ -29,7 +31,7 @@ class Discovery:
                     f"{', ...' if len(self.pids) > 6 else ''}) but no log file: their output goes to a "
                     "terminal or a pipe" + (f"; {self.unreadable} could not be inspected" if self.unreadable else ""))
         return (f"following {len(self.paths)} log path(s) of {len(self.pids)} training process(es): "
-                + ", ".join(self.paths[:3]) + (" ..." if len(self.paths) > 3 else ""))
+                + ", ".join(safe_str(p) for p in self.paths[:3]) + (" ..." if len(self.paths) > 3 else ""))
 
 
 def _log_dir_arg(cmdline: list[str]) -> str | None:

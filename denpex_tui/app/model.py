@@ -16,6 +16,7 @@ from typing import Any
 
 from denpex_tui.core.model import Finding, Incident
 from denpex_tui.core.story import Story, job_story
+from denpex_tui.core.text import safe_str
 from denpex_tui.core.triage import rank_ranges
 
 __all__ = ["JobSummary", "RankRow", "FindingGroup", "WatchState", "fmt_age", "STATE_SYMBOLS"]
@@ -228,7 +229,9 @@ class WatchState:
         self._regroup()
         for r in s.ranks:
             row = self.rank(r)
-            row.node = s.rank_node.get(r, row.node)
+            node = s.rank_node.get(r)
+            if node is not None:
+                row.node = safe_str(node)  # a folder or host name: shown, so made safe here
             srcs = s.rank_sources.get(r)
             if srcs:
                 row.source = self.short_source(srcs)
@@ -291,6 +294,7 @@ class WatchState:
             p = os.path.commonpath(paths).rstrip("/") + "/"
         if self.root and p.startswith(self.root.rstrip("/") + "/"):
             p = p[len(self.root.rstrip("/")) + 1:]
+        p = safe_str(p)
         return p if len(p) <= 28 else "…" + p[-27:]
 
     def ages(self, now: float) -> dict[int, float | None]:
@@ -327,11 +331,11 @@ class WatchState:
         """(level, one line): level is 'initiating', 'error', 'warn' or 'ok'."""
         st = self.story
         if st is not None:
-            return ("initiating" if st.root.initiating else "error"), st.headline
+            return ("initiating" if st.root.initiating else "error"), safe_str(st.headline)
         errors = [g for g in self.groups.values() if g.is_error]
         if errors:
             g = min(errors, key=lambda g: g.first.sort_key() if g.first else (float("inf"),))
-            return "error", f"{g.rank_text}: {g.title} (no incident yet)"
+            return "error", safe_str(f"{g.rank_text}: {g.title} (no incident yet)")
         if not self.ranks:
             return "ok", "waiting for log lines"
         ages = self.ages(now)

@@ -51,7 +51,7 @@ class ProbeLoop:
             self.requests.put(("lines", items))
 
     def measure(self, key: Any, signature: str, path: str | None, pid: int | None = None,
-                node: str | None = None) -> None:
+                rank: int | None = None, node: str | None = None) -> None:
         """Checklist metrics and the differential of a finding; ``node``: where it was logged."""
         self.requests.put(("measure", key, signature, path, pid, node))
 
@@ -97,7 +97,7 @@ class ProbeLoop:
                     trends.ingest(snap)
                 try:
                     metrics = metrics_for(path, snap, trends=trends, pid=pid)
-                    diff = differential(sig, path, snap, trends, pid=pid, node=node) if differential_kind(sig) else None
+                    diff = differential(sig, path, snap, trends, pid=pid, error_node=node) if differential_kind(sig) else None
                 except Exception:
                     metrics, diff = {}, None
                 post(Measured(key, metrics, diff))

@@ -57,6 +57,7 @@ class CheckItem:
     text: str
     condition: str | None = None
     parsed: Any = None  # probes.conditions.Condition
+    command: str | None = None  # the denpex command that answers it (a command template)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,17 @@ class Signature:
                 return True
         return False
 
+    def fields(self, text: str) -> dict[str, Any]:
+        """The named groups of the first pattern that matches (``(?P<path>...)``), as fields."""
+        for p in self.patterns:
+            m = p.search(text)
+            if m:
+                try:
+                    return {k: v for k, v in m.groupdict().items() if v is not None}
+                except AttributeError:
+                    return {}
+        return {}
+
     def affected(self, versions: dict[str, str]) -> bool | None:
         """Whether the versions printed in the logs fall in the affected range (None: unknown)."""
         if not self.affects_package or not self.affects_versions:
@@ -145,7 +157,8 @@ class Signature:
             "fix": list(self.fix),
             "references": list(self.references),
             "siblings": [{"id": s.id, "evidence": s.evidence} for s in self.siblings],
-            "checklist": [{"text": c.text, "condition": c.condition} for c in self.checklist],
+            "checklist": [{"text": c.text, "condition": c.condition, **({"command": c.command} if c.command else {})}
+                          for c in self.checklist],
             "verify": [{"title": v.title, "command": v.command} for v in self.verify],
             "affects": (
                 {"package": self.affects_package, "versions": self.affects_versions}
@@ -297,7 +310,15 @@ def _build(data: dict, path: Path, pack: str, builtin: bool) -> Signature:
                     parsed = _parse_condition(cond)
                 except ValueError as exc:
                     raise _Invalid("condition", str(exc)) from None
-            checklist.append(CheckItem(text, cond, parsed))
+            cmd = c.get("command")
+            if cmd is not None:
+                if not isinstance(cmd, str):
+                    raise _Invalid("command", "must be a string")
+                try:
+                    parse_template(cmd)
+                except TemplateError as exc:
+                    raise _Invalid("command", str(exc)) from None
+            checklist.append(CheckItem(text, cond, parsed, cmd))
         except _Invalid as exc:
             raise _Invalid(f"checklist[{i}].{exc.field}", exc.message) from None
     verify = []

@@ -5,7 +5,8 @@ A value that came from a log is untrusted. Before it is placed in a command:
 1. it is refused when it holds any control character (ESC, CR/LF, C1, bidi overrides…):
    ``shlex.quote`` keeps those inside its quotes, and a pasted ESC or a bracketed-paste end
    (``ESC [201~``) would still act on the terminal;
-2. numeric placeholders (``pid``, ``rank``, ``line``) must be digits, ``node`` a host name;
+2. numeric placeholders (``pid``, ``rank``, ``line``, ``world_size``) must be digits, ``node`` a
+   host name, ``signature`` a signature id, ``params`` a count (``7e9``, ``7B``);
 3. a path that starts with ``-`` gets a ``./`` so no command reads it as an option;
 4. it is shell-quoted as exactly one word (``shlex.quote``).
 
@@ -22,20 +23,23 @@ from dataclasses import dataclass
 from .text import has_control
 
 __all__ = ["PLACEHOLDERS", "TemplateError", "parse_template", "RenderedCommand", "render_command",
-           "deleted_open_command", "DELETED_OPEN_TEMPLATE"]
+           "check_host", "render_probe_command", "deleted_open_command", "DELETED_OPEN_TEMPLATE"]
 
 # lsof +L1 lists deleted-but-open files (link count < 1) of the whole system: "lsof +L1 -- DIR"
 # lists only files open *as* DIR, so the deleted files under a path are found by their name.
 DELETED_OPEN_TEMPLATE = "lsof -nP +L1 2>/dev/null | grep -F -- {dir}"
 
-PLACEHOLDERS = ("path", "dir", "pid", "rank", "node", "log", "nvme_path", "ckpt_dir", "line")
-_NUMERIC = {"pid", "rank", "line"}
-_PATHLIKE = {"path", "dir", "log", "nvme_path", "ckpt_dir"}
+PLACEHOLDERS = ("path", "dir", "pid", "rank", "node", "log", "nvme_path", "ckpt_dir", "line",
+                "job", "rerun", "ds_config", "signature", "params", "world_size")
+_NUMERIC = {"pid", "rank", "line", "world_size"}
+_PATHLIKE = {"path", "dir", "log", "nvme_path", "ckpt_dir", "job", "rerun", "ds_config"}
+_SIGNATURE = re.compile(r"^[a-z0-9]+(?:\.[a-z0-9]+(?:-[a-z0-9]+)*)+$")
+_COUNT = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:e[0-9]+|[kmbt])?$", re.I)
 _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|[{}]")
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 # What text.safe_line leaves where a control character was: such a value is not the real
 # path any more (and \ufffd means the bytes were not UTF-8): refuse rather than mislead.
-_ESCAPED = re.compile(r"\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|\ufffd")
+_ESCAPED = re.compile(r"\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|\\U[0-9a-f]{8}|\ufffd")
 
 
 class TemplateError(ValueError):
@@ -100,6 +104,10 @@ def _check_value(name: str, value: object) -> str | None:
         return s if s.isdigit() else None
     if name == "node":
         return s if _HOST.match(s) else None
+    if name == "signature":
+        return s if _SIGNATURE.match(s) else None
+    if name == "params":
+        return s if _COUNT.match(s) else None
     if name in _PATHLIKE and s.startswith("-"):
         s = "./" + s
     return shlex.quote(s)
@@ -141,6 +149,62 @@ def render_command(
         builtin=builtin,
         pack=pack,
     )
+
+
+# -- probe transports (denpex probe/watch --hosts, --slurm-job, --probe-cmd) -------------------
+
+
+def check_host(host: str) -> str:
+    """A node, host alias or pod name as given: one word that no ssh, srun or kubectl can read
+    as an option (no leading ``-``), no control character, no shell syntax."""
+    s = str(host)
+    if has_control(s) or not _HOST.fullmatch(s) or s.endswith("."):
+        raise TemplateError(f"not a host name: {safe_repr(s)}")
+    return s
+
+
+def safe_repr(s: str, limit: int = 60) -> str:
+    from .text import safe_str
+
+    return repr(safe_str(s)[:limit])
+
+
+def render_probe_command(template: str, host: str) -> str:
+    """The shell command that starts ``denpex probe --stream --json`` on ``host``: ``{host}``
+    replaced by the host name, checked and shell-quoted as one word; ``{{``/``}}`` are literal
+    braces; any other placeholder is refused. The template is the user's own shell command (it
+    runs with ``sh -c``, like any command they type); only the substituted value is untrusted.
+    A valid host name is made of characters the shell never interprets, so its quoted form is
+    itself and stays one word even inside the template's own quotes."""
+    if has_control(template):
+        raise TemplateError("--probe-cmd contains a control character")
+    word = shlex.quote(check_host(host))
+    out: list[str] = []
+    pos = 0
+    seen = False
+    for m in _TOKEN.finditer(template):
+        out.append(template[pos:m.start()])
+        tok = m.group()
+        if tok in ("{{", "}}"):
+            out.append(tok[0])
+        elif m.group(1) == "host":
+            out.append(word)
+            seen = True
+        elif m.group(1):
+            raise TemplateError(f"--probe-cmd: unknown placeholder {{{m.group(1)}}} (only {{host}})")
+        else:
+            raise TemplateError(f"--probe-cmd: stray '{tok}' at column {m.start() + 1} "
+                                f"(write '{tok}{tok}' for a literal)")
+        pos = m.end()
+    out.append(template[pos:])
+    if not seen:
+        raise TemplateError("--probe-cmd needs {host} where the node's name goes")
+    cmd = "".join(out)
+    try:
+        shlex.split(cmd)
+    except ValueError as e:
+        raise TemplateError(f"--probe-cmd: {e}")
+    return cmd
 
 
 def deleted_open_command(directory: str) -> RenderedCommand:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .catalog import Catalog, load_catalog
 from .fixes import FixPanel, fix_panel
-from .matcher import Matcher
+from .matcher import Matcher, tier_of
 from .model import Finding, SourceInfo
 from .pipeline import SourceProcessor
 
@@ -41,6 +41,7 @@ class Explanation:
             "line": f.line if f else None,
             "text": f.text if f else None,
             "chained": list(f.chained) if f else [],
+            "fields": {k: v for k, v in (f.fields if f else {}).items()},
             "fix_panel": self.panel.to_json() if self.panel and self.known else None,
             "other_findings": [o.to_json() for o in self.others],
         }
@@ -62,7 +63,9 @@ def explain_text(
         catalog = catalog or load_catalog(signature_dirs)
         matcher = Matcher(catalog)
     catalog = matcher.catalog
-    p = SourceProcessor(SourceInfo(path="<excerpt>", kind="rank-file"), matcher)
+    # A pasted excerpt may interleave several ranks' lines: read it as a console, whose
+    # prefixes ([rankN]:, [defaultN]:, srun/mpirun labels) keep each rank's traceback apart.
+    p = SourceProcessor(SourceInfo(path="<excerpt>", kind="console"), matcher)
     if not data.endswith(b"\n"):
         data += b"\n"
     p.feed(data, 0)
@@ -71,8 +74,9 @@ def explain_text(
     if not fs:
         return Explanation(False, None, None)
     # A traceback's finding first; then the most decisive role; then the earliest line.
-    fs.sort(key=lambda f: (f.traceback_start is None, f.signature == "python.uncaught-exception",
-                           _RANK_ORDER.get(f.role, 3), f.text_line))
+    fs.sort(key=lambda f: (f.severity != "error", _RANK_ORDER.get(f.role, 3),
+                           tier_of(catalog.get(f.signature)) if catalog.get(f.signature) else 2,
+                           f.traceback_start is None, f.text_line))
     best = fs[0]
     known = best.signature != "python.uncaught-exception"
     panel = fix_panel(best, catalog) if known else None

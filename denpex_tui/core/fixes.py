@@ -32,6 +32,7 @@ class ChecklistRow:
     condition: str | None
     status: str  # "true" | "false" | "not measurable here" | "manual"
     measured: dict[str, Any] = field(default_factory=dict)
+    command: RenderedCommand | None = None  # the denpex command that answers the item
 
 
 @dataclass
@@ -51,7 +52,8 @@ class FixPanel:
             "cause": self.cause,
             "fix": self.fix,
             "checklist": [
-                {"text": c.text, "condition": c.condition, "status": c.status, "measured": c.measured}
+                {"text": c.text, "condition": c.condition, "status": c.status, "measured": c.measured,
+                 **({"command": c.command.to_json()} if c.command else {})}
                 for c in self.checklist
             ],
             "commands": [c.to_json() for c in self.commands],
@@ -82,7 +84,9 @@ def incident_values(finding: Finding | None, job: JobState | None) -> dict[str, 
     v["rank"] = finding.rank
     v["node"] = finding.node
     v["line"] = finding.line or None
-    path = _path_from_text(finding.text)
+    # The detector read the path once (the errno detector's ``path`` field); the text is a
+    # fallback for catalog signatures that declare no named group.
+    path = finding.fields.get("path") or _path_from_text(finding.text)
     if job is not None:
         nvme = None
         saves = []
@@ -115,6 +119,19 @@ def incident_values(finding: Finding | None, job: JobState | None) -> dict[str, 
         for fe in job.failure_entries():
             if fe.rank == finding.rank and fe.pid is not None and fe.attempt == finding.attempt:
                 v["pid"] = fe.pid
+    v["signature"] = finding.signature
+    if job is not None:  # the folder holding the job's logs, for the checklist's denpex commands
+        paths = [s.path for s in job.sources()]
+        if paths:
+            try:
+                root = os.path.commonpath([os.path.abspath(p) for p in paths])
+            except ValueError:
+                root = None
+            if root:
+                v["job"] = root if len(paths) > 1 or os.path.isdir(root) else os.path.dirname(root)
+            ranks = {r for s in job.sources() for r in s.ranks}
+            if ranks:
+                v["world_size"] = len(ranks)
     if path and "/zero_stage_3/" in path and not v.get("nvme_path"):
         # DeepSpeed's swap layout: <nvme_path>/zero_stage_3/<kind>/rank<N>/<id>.tensor.swp
         v["nvme_path"] = path.split("/zero_stage_3/", 1)[0] or "/"
@@ -150,8 +167,10 @@ def fix_panel(
         return FixPanel(None, "No known signature.", [], [], [], [], values)
     rows = []
     for item in sig.checklist:
+        cmd = (render_command(item.text, item.command, values, builtin=sig.builtin, pack=sig.pack)
+               if item.command else None)
         if item.parsed is None:
-            rows.append(ChecklistRow(item.text, None, "manual"))
+            rows.append(ChecklistRow(item.text, None, "manual", command=cmd))
             continue
         res = item.parsed.evaluate(metrics or {}) if metrics is not None else None
         measured = {}
@@ -159,7 +178,7 @@ def fix_panel(
             for name in item.parsed.metrics:
                 measured[name] = metrics.get(name)
         status = "not measurable here" if res is None else ("true" if res else "false")
-        rows.append(ChecklistRow(item.text, item.condition, status, measured))
+        rows.append(ChecklistRow(item.text, item.condition, status, measured, cmd))
     cmds = [
         render_command(c.title, c.command, values, builtin=sig.builtin, pack=sig.pack) for c in sig.verify
     ]

@@ -16,6 +16,7 @@ from .text import safe_str
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo
 from .pipeline import SourceProcessor
@@ -61,6 +62,8 @@ class ProcessorResult:
     lines: int
     bytes: int
     errors: list[str] = field(default_factory=list)
+    unknown: dict = field(default_factory=dict)
+    first_time: Any = None
 
     @classmethod
     def of(cls, p: SourceProcessor) -> "ProcessorResult":
@@ -77,7 +80,13 @@ class ProcessorResult:
             lines=p.line_no,
             bytes=p.bytes_read,
             errors=list(p.errors),
+            unknown={k: list(v) for k, v in p.unknown.items()},
+            first_time=p.first_time,
         )
+
+
+def _cmp_key(t) -> float:
+    return t.timestamp()
 
 
 class JobState:
@@ -114,8 +123,15 @@ class JobState:
             if len(offs) == 1:
                 offsets[nk] = offs.pop()
         assumed: set[str] = set()
-        if len(nodes) == 1:
-            (only,) = nodes
+        # Folders whose ranks are all global (rank3.log, DeepSpeed's rank_logs/..._rank1.log) are
+        # no other node for local ranks: when one folder alone needs local -> global, it is the
+        # job's single launching node, and local = global there.
+        needs = {r.info.node_key or "" for r in self.results.values()
+                 if any(kind == "l" for keys in r.keys_seen.values() for kind, _ in keys)
+                 or any(f.local_rank is not None and f.rank is None for f in r.findings)}
+        cands = nodes if len(nodes) == 1 else needs
+        if len(cands) == 1:
+            (only,) = cands
             if only not in offsets and not maps.get(only):
                 offsets[only] = 0
                 assumed.add(only)
@@ -202,6 +218,8 @@ class JobState:
                 keep.count = max(keep.count, other.count)
                 best[k] = keep
         out = list(best.values())
+        ranked = {(f.attempt, f.signature, f.text) for f in out if f.rank is not None}
+        out = [f for f in out if f.rank is not None or (f.attempt, f.signature, f.text) not in ranked]
         out.sort(key=lambda f: f.sort_key())
         return out
 
@@ -235,6 +253,33 @@ class JobState:
                 ):
                     out[k] = ll
         return out
+
+    def unknown_lines(self) -> list[dict]:
+        """Error-looking lines that no detector knows, per source and rank (first 5 each)."""
+        self.resolve()
+        out = []
+        for r in sorted(self.results.values(), key=lambda r: r.info.order):
+            for (attempt, g, local), lst in r.unknown.items():
+                rank = self._resolver(r.info.node_key, g, local)
+                if rank is None and r.info.kind != "console":
+                    rank = r.info.file_rank if r.info.file_rank is not None else r.info.exec_rank
+                for line, text in lst:
+                    out.append({"attempt": attempt, "rank": rank, "path": r.info.path, "line": line, "text": text})
+        return out
+
+    def node_times(self) -> dict[str, tuple]:
+        """Per node: (first, last) timestamp its sources show (the clock-skew evidence)."""
+        out: dict[str, list] = {}
+        for r in self.results.values():
+            nk = r.info.node_key or ""
+            cur = out.setdefault(nk, [None, None])
+            ft = r.first_time
+            if ft is not None and (cur[0] is None or _cmp_key(ft) < _cmp_key(cur[0])):
+                cur[0] = ft
+            for ll in r.last_lines:
+                if ll.time is not None and (cur[1] is None or _cmp_key(ll.time) > _cmp_key(cur[1])):
+                    cur[1] = ll.time
+        return {k: (v[0], v[1]) for k, v in out.items()}
 
     def failure_entries(self) -> list[FailureEntry]:
         return [fe for r in self.results.values() for fe in r.failure_entries]

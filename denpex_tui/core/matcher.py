@@ -1,14 +1,24 @@
-"""Catalog compiled once: the prefilter over chunks, then full patterns on candidate lines."""
+"""All detectors compiled once: one prefilter pass over chunks, then the detectors on candidate lines.
+
+The catalog (TOML patterns, which may declare named groups) is one detector; the generic ones of
+:mod:`denpex_tui.core.detect` (errno texts, fatal reports, exception lines) sit beside it, and
+their literals join the same prefilter. :meth:`Matcher.detect` gives one :class:`Detection`
+per line, by one rule: an error beats a context line; then a specific catalog signature
+(tier 0) beats an errno or fatal-signal one (tier 1), which beats a bare exception (tier 2).
+Fields of every detector that fired are merged (the winner's first)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from typing import Any
+
 from .catalog import Catalog, Signature
+from .detect import ErrnoDetector, ExceptionDetector, FatalDetector
 from .patterns import Prefilter
 
-__all__ = ["Matcher", "ANCHORS", "VERSION_RULES"]
+__all__ = ["Matcher", "Detection", "ANCHORS", "VERSION_RULES", "ERROR_WORDS", "tier_of"]
 
 # Lines the pipeline needs besides signature lines (traceback structure, launcher reports,
 # attempts, versions). Their literals join the prefilter.
@@ -29,7 +39,27 @@ VERSION_RULES = [
     ("nccl", re.compile(r"NCCL version (\d+\.\d+\.\d+)")),
 ]
 
+# Words that make a line an error worth showing even when no detector knows it.
+ERROR_WORDS = ("error", "failed", "failure", "fatal", "exception", "abort", "killed", "segmentation fault")
+_GENERIC_IDS = {"python.uncaught-exception"}
+
 _ROLE_ORDER = {"initiating": 0, "collateral": 1, "context": 2}
+
+
+def tier_of(sig: Signature) -> int:
+    """0: a specific signature; 1: an errno/OS or fatal-signal one; 2: a bare exception."""
+    if sig.id in _GENERIC_IDS:
+        return 2
+    if sig.family in ("os", "proc"):
+        return 1
+    return 0
+
+
+@dataclass(slots=True)
+class Detection:
+    sig: Signature
+    fields: dict[str, Any]
+    tier: int
 _SEV_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
@@ -52,6 +82,13 @@ class Matcher:
                     lit.sigs.append(sig)
         for a in ANCHORS.values():
             lits.setdefault((a, False), _Lit(a, False, []))
+        self._generic = [ErrnoDetector(), FatalDetector(), ExceptionDetector()]
+        for det in self._generic:
+            for text, ci in det.literals:
+                key = (text.lower() if ci else text, ci)
+                lits.setdefault(key, _Lit(key[0], ci, []))
+        for w in ERROR_WORDS:
+            lits.setdefault((w, True), _Lit(w, True, []))
         self._lits = list(lits.values())
         self._cs = [l for l in self._lits if not l.ignorecase and l.sigs]
         self._ci = [l for l in self._lits if l.ignorecase and l.sigs]
@@ -65,8 +102,32 @@ class Matcher:
     def backend(self) -> str:
         return self.prefilter.backend
 
+    def detect(self, text: str) -> Detection | None:
+        """The one detection of a prefix-stripped line (see the module's rule), or None."""
+        hits: list[Detection] = []
+        sig = self.match(text)
+        if sig is not None:
+            hits.append(Detection(sig, sig.fields(text), tier_of(sig)))
+        for det in self._generic:
+            r = det.detect(text)
+            if r is None:
+                continue
+            gsig = self.catalog.get(r[0])
+            if gsig is not None:
+                hits.append(Detection(gsig, r[1], tier_of(gsig)))
+        if not hits:
+            return None
+        if len(hits) == 1:
+            return hits[0]
+        hits.sort(key=lambda d: (d.sig.severity == "info", d.tier))
+        best = hits[0]
+        for h in hits[1:]:
+            for k, v in h.fields.items():
+                best.fields.setdefault(k, v)
+        return best
+
     def match(self, text: str) -> Signature | None:
-        """The best signature for one prefix-stripped line, or None."""
+        """The best catalog signature for one prefix-stripped line, or None."""
         cands: list[Signature] = []
         seen: set[str] = set()
         for lit in self._cs:

@@ -96,6 +96,7 @@ class Finding:
     traceback_start: int | None = None
     chained: list[str] = field(default_factory=list)  # later exceptions of the same chain
     extra: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)  # named facts: errno, path, signal, exc_type...
     builtin: bool = True
     spans: tuple = ()
 
@@ -125,6 +126,7 @@ class Finding:
             "count": self.count,
             "exception": self.exc_type,
             "origin_frame": self.origin_frame,
+            "fields": {k: (safe_str(v) if isinstance(v, str) else v) for k, v in self.fields.items()},
         }
 
 
@@ -189,6 +191,9 @@ class Incident:
     evidence: list[str]
     summary: str
     unmapped: list[str] = field(default_factory=list)
+    # Runner-up candidates and the rule that ranked each lower ("a nearby failure remains a
+    # competing hypothesis until a control separates them").
+    hypotheses: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         def fj(f: Finding) -> dict[str, Any]:
@@ -204,7 +209,11 @@ class Incident:
                 "time_approx": f.time_approx,
                 "text": f.text,
                 "count": f.count,
+                "fields": {k: (safe_str(v) if isinstance(v, str) else v) for k, v in f.fields.items()},
             }
+
+        def hj(h: dict[str, Any]) -> dict[str, Any]:
+            return {k: (safe_str(v) if isinstance(v, str) else v) for k, v in h.items()}
 
         return {
             "attempt": self.attempt,
@@ -215,4 +224,5 @@ class Incident:
             "confidence": self.confidence,
             "evidence": list(self.evidence),
             "summary": self.summary,
+            "hypotheses": [hj(h) for h in self.hypotheses],
         }

@@ -4,13 +4,11 @@ The same :class:`SourceProcessor` serves ``scan`` (history: big chunks from offs
 ``follow``/``watch`` (live: small chunks as lines complete). For each chunk of whole lines:
 
 1. the prefilter finds the few lines holding a signature or anchor literal;
-2. only those lines are decoded, made safe, stripped of launcher prefixes and matched;
-3. a ``Traceback`` header switches the source into *walk mode*: every following line of that
-   stream is read until the traceback (with its chained exceptions) is complete, so the
-   original exception of a chain decides the signature and the traceback's first line
-   becomes the finding's ``line``;
-4. torchelastic's ChildFailedError report is parsed as structured evidence (rank, local
-   rank, exit code, time), never trusted as the diagnosis;
+2. only those lines are decoded, made safe, parsed once (:func:`~denpex_tui.core.lineparse.parse_line`)
+   and given to the detectors (:meth:`~denpex_tui.core.matcher.Matcher.detect`);
+3. a ``Traceback`` header switches the stream into *walk mode* (:mod:`denpex_tui.core.tracebacks`);
+4. torchelastic's failure report and error.json are launcher evidence
+   (:mod:`denpex_tui.core.failreport`), never trusted as the diagnosis;
 5. at the end of each chunk, the last timestamped line of each rank's stream is recorded
    (the evidence for hangs: which rank went silent first).
 
@@ -20,18 +18,16 @@ traceback blocks are capped, markers keep first and last occurrences.
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable
 
 from .catalog import Signature
-from .lineparse import parse_prefix, parse_time
-from .matcher import ANCHORS, VERSION_RULES, Matcher
+from .lineparse import ParsedLine, parse_line, stream_labels
+from .failreport import FB_START as _FB_START
+from .failreport import FailureReportMixin, _FBEntry
+from .matcher import ANCHORS, ERROR_WORDS, VERSION_RULES, Matcher
 from .model import (
-    PRIORITY_ERROR_JSON,
-    PRIORITY_FAILURE_BLOCK,
     FailureEntry,
     Finding,
     LastLine,
@@ -39,82 +35,33 @@ from .model import (
     SourceInfo,
 )
 from .text import safe_line
+from .tracebacks import ORIG_TB_HEADER as _ORIG_TB
+from .tracebacks import TB_HEADER as _TB
+from .tracebacks import TracebackMixin, _Block
 
 __all__ = ["SourceProcessor", "StreamKey"]
 
 StreamKey = tuple  # ("l", local) | ("t", task) | ("h", host) | ("fb", idx) | None
 
-_TB = ANCHORS["traceback"]
-_ORIG_TB = "Original Traceback (most recent call last):"
-_CHAIN = (ANCHORS["chain-during"], ANCHORS["chain-cause"])
-_EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::(?: |$)|$)")
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<func>.+)$')
-_FB_FIELD = re.compile(r"^  (time|host|rank|exitcode|error_file|traceback)\s*: ?(.*)$")
-_FB_ENTRY = re.compile(r"^\[(\d+)\]:\s*$")
-_FB_RANK = re.compile(r"^(-?\d+)(?: \(local_rank: (\d+)\))?")
-_FB_EXIT = re.compile(r"^(-?\d+)(?: \(pid: (\d+)\))?")
 _RANK_MAP = re.compile(r"global_rank_mapping=(\{.*\})")
-_FB_START = ("Failures:", ANCHORS["root-cause"])
-# Launcher prefixes at line starts ([default3]:, srun "  3: "), found in C over a whole chunk.
-_STREAM_PREFIX = re.compile(rb"(?m)^(\[[A-Za-z_-]*\d+\]:| {0,6}\d{1,6}: )")
-_MAX_BLOCK_LINES = 400
-_MAX_CONTINUATION = 30
 _BACKSCAN_LINES = 400
 _LASTLINE_BYTES = 1 << 20
 _MAX_MARKERS_PER_KEY = 64
+_MAX_UNKNOWN = 5
+_LAUNCHER_LINES = ("slurmstepd", "srun: ", "pdsh@", "mpirun ", "--------------------------------------------------------------------------")
+_ERROR_WORD = re.compile(r"(?i)\b(?:" + "|".join(re.escape(w) for w in ERROR_WORDS) + r")")
+_NOT_ERROR_LEVELS = ("info", "debug", "warning")
 
 
-@dataclass
-class _Exc:
-    type: str
-    text: str
-    raw: str
-    line: int
-    offset: int
-    sig: Signature | None
-    original: bool = False
-    origin: str | None = None  # the last frame printed before this exception
-    detail_sigs: list[tuple[Signature, str, int, int]] = field(default_factory=list)
+def _small_int(v) -> int | None:
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.isdigit() and len(v) <= 7:
+        return int(v)
+    return None
 
 
-@dataclass
-class _Block:
-    key: StreamKey
-    start_line: int
-    start_offset: int
-    rank: int | None
-    local: int | None
-    host: str | None
-    time: datetime | None
-    time_approx: bool
-    state: str = "frames"  # frames | after | chain
-    exceptions: list[_Exc] = field(default_factory=list)
-    origin_frame: str | None = None
-    nlines: int = 0
-    blanks: int = 0
-    continuation: int = 0
-    pending_original: bool = False
-    rank_override: int | None = None
-    priority: int | None = None
-    end_line: int = 0  # last line of the block that belongs to it (exception or its message)
-
-
-@dataclass
-class _FBEntry:
-    idx: int
-    root: bool
-    line: int
-    rank: int | None = None
-    local: int | None = None
-    exitcode: int | None = None
-    pid: int | None = None
-    host: str | None = None
-    time: datetime | None = None
-    error_file: str | None = None
-    in_traceback: bool = False
-
-
-class SourceProcessor:
+class SourceProcessor(TracebackMixin, FailureReportMixin):
     """Incremental processing of one source. Feed whole-line chunks in order."""
 
     def __init__(
@@ -148,6 +95,9 @@ class SourceProcessor:
         self.versions: dict[str, str] = {}
         self.levels: dict[str, int] = {}
         self.errors: list[str] = []
+        # Error-looking lines no detector knows: (attempt, rank, local) -> [(line, text)], first 5.
+        self.unknown: dict[tuple, list[tuple[int, str]]] = {}
+        self.first_time: datetime | None = None  # the source's first timestamp (clock-skew evidence)
 
     # -- public ---------------------------------------------------------------------------
 
@@ -184,6 +134,8 @@ class SourceProcessor:
             self._line(data, pos, nl, cur + 1, offset + pos, True)
             pos = nl + 1
             cur += 1
+        if self.first_time is None and self.info.kind != "error-json":
+            self._find_first_time(data)
         self.line_no += data.count(b"\n")
         self.bytes_read = offset + n
         if self.info.kind != "console":
@@ -193,10 +145,25 @@ class SourceProcessor:
         if self.info.kind != "error-json":
             self._record_last_lines(data, offset)
 
+    def _find_first_time(self, data: bytes) -> None:
+        pos = 0
+        for _ in range(64):
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                return
+            pl = parse_line(safe_line(data[pos:nl]).text, self.year_hint)
+            pos = nl + 1
+            if pl.time is not None:
+                self.first_time = pl.time
+                return
+
     def close(self) -> None:
-        """End of the source (or a quiet period in live mode): close open tracebacks."""
+        """End of the source (or a quiet period in live mode): close open tracebacks and an
+        unterminated failure report (an excerpt that stops before its closing border)."""
         for key in list(self.blocks):
             self._close_block(key)
+        if self.fb_active:
+            self._fb_finish()
         self.fb_active = False
 
     def close_stale(self) -> None:
@@ -204,18 +171,17 @@ class SourceProcessor:
 
     # -- lines ----------------------------------------------------------------------------
 
-    def _stream_key(self, pre) -> StreamKey:
-        if pre.local_rank is not None:
-            return ("l", pre.local_rank)
-        if pre.task is not None:
-            return ("t", pre.task)
-        if pre.host is not None:
-            return ("h", pre.host)
-        return None
+    def _stream_key(self, pre: ParsedLine) -> StreamKey:
+        # A per-rank file is one stream; a console interleaves the streams its prefixes name.
+        if self.info.kind != "console":
+            return None
+        return pre.stream_key()
 
     def _rank_of(self, pre) -> tuple[int | None, int | None]:
         """(global rank, local rank) of a line, as far as the line and its file tell."""
         info = self.info
+        if pre.text.startswith(_LAUNCHER_LINES):
+            return None, None  # slurmstepd/srun lines come through task 0's label: the launcher's
         local = pre.local_rank if pre.local_rank is not None else info.local_rank
         if pre.rank is not None:
             g = pre.rank
@@ -240,10 +206,11 @@ class SourceProcessor:
 
     def _line(self, data: bytes, s: int, e: int, lineno: int, off: int, candidate: bool) -> None:
         st = safe_line(data[s:e])
-        pre = parse_prefix(st.text)
+        pre = parse_line(st.text, self.year_hint)
         text = pre.text
         key = self._stream_key(pre)
-        if self.info.kind == "console" and key is None:
+        if self.info.kind == "console" and (key is None or key[0] == "h"):
+            # torchelastic's failure report is the agent's (through pdsh, with its host label)
             if self.fb_active:
                 self._fb_line(text, st.text, lineno, off)
                 return
@@ -257,7 +224,7 @@ class SourceProcessor:
         g, local = self._rank_of(pre)
         if key is not None or self.info.kind != "console" or g is not None:
             self._note_key(g, local)
-        t, t_text = parse_time(text, self.year_hint)
+        t, t_text = pre.time, pre.time_text
         if t is not None:
             self.key_time[key] = t
             if t_text and len(t_text) >= 10 and t_text[:4].isdigit():
@@ -272,9 +239,14 @@ class SourceProcessor:
                 self._open_block(key, data, s, lineno, off, g, local, pre.host, t)
                 return
             self._anchors(text, key, lineno, off, g, local)
-            sig = self.matcher.match(text)
-            if sig is not None:
-                self._emit(sig, text, st.text, lineno, lineno, off, g, local, pre.host, t, t_text, data, s, key)
+            det = self.matcher.detect(text)
+            if det is not None:
+                self._emit(det.sig, text, st.text, lineno, lineno, off, g, local, pre.host, t, t_text, data, s, key,
+                           fields=det.fields)
+            elif pre.level not in _NOT_ERROR_LEVELS and _ERROR_WORD.search(text):
+                lst = self.unknown.setdefault((self.attempt, g, local), [])
+                if len(lst) < _MAX_UNKNOWN:
+                    lst.append((lineno, text.strip()[:500]))
 
     def _anchors(self, text: str, key: StreamKey, lineno: int, off: int, g, local) -> None:
         if ANCHORS["restart"] in text and self.info.kind == "console":
@@ -330,6 +302,7 @@ class SourceProcessor:
         time_approx: bool = False,
         priority: int | None = None,
         extra: dict | None = None,
+        fields: dict | None = None,
     ) -> None:
         if sig.severity == "info" or sig.role == "context" and sig.severity != "error":
             self._marker(sig, text, line, g, local, t)
@@ -341,6 +314,18 @@ class SourceProcessor:
         if t is None and key in self.key_time:
             t = self.key_time[key]
             time_approx = True
+        fields = dict(fields or {})
+        if g is None and local is None:
+            # A launcher line names the rank it reports on (local_rank: 4, srun's task 3).
+            local = _small_int(fields.get("local_rank"))
+            g = _small_int(fields.get("rank"))
+            tasks = fields.get("tasks")
+            if g is None and isinstance(tasks, str) and tasks.isdigit():
+                g = _small_int(tasks)
+        if exc_type is None:
+            exc_type = fields.get("exc_type")
+        elif sig.id == "python.uncaught-exception":
+            fields["exc_type"] = exc_type
         agg = (self.attempt, key, g, local, sig.id, exc_type if sig.id == "python.uncaught-exception" else None)
         f = self.findings.get(agg)
         if f is not None:
@@ -374,6 +359,7 @@ class SourceProcessor:
             traceback_start=tb_start,
             chained=chained or [],
             extra=extra or {},
+            fields=fields,
             builtin=sig.builtin,
         )
         self.findings[agg] = f
@@ -391,8 +377,10 @@ class SourceProcessor:
             lst[-1] = m  # keep the first ones and the latest
 
     def _prev_time(self, data: bytes, s: int, key: StreamKey) -> datetime | None:
-        """Timestamp of the nearest earlier line of the same stream in this chunk."""
+        """Timestamp of the nearest earlier line of the same stream in this chunk, else of the
+        nearest earlier line of any stream."""
         pos = s
+        fallback: datetime | None = None
         for _ in range(_BACKSCAN_LINES):
             if pos <= 0:
                 return None
@@ -401,251 +389,15 @@ class SourceProcessor:
             pos = prev
             if not raw:
                 continue
-            pre = parse_prefix(safe_line(raw).text)
-            if self._stream_key(pre) != key:
+            pre = parse_line(safe_line(raw).text, self.year_hint)
+            if pre.time is None:
                 continue
-            t, _ = parse_time(pre.text, self.year_hint)
-            if t is not None:
-                return t
-        return None
-
-    # -- tracebacks -----------------------------------------------------------------------
-
-    def _open_block(self, key, data, s, lineno, off, g, local, host, t, *, rank_override=None, priority=None, time=None) -> None:
-        approx = False
-        if time is not None:
-            t = time
-        if t is None and data is not None:
-            t = self._prev_time(data, s, key)
-            approx = t is not None
-        if t is None and key in self.key_time:
-            t, approx = self.key_time[key], True
-        self.blocks[key] = _Block(
-            key=key,
-            start_line=lineno,
-            start_offset=off,
-            rank=rank_override if rank_override is not None else g,
-            local=local,
-            host=host,
-            time=t,
-            time_approx=approx,
-            rank_override=rank_override,
-            priority=priority,
-        )
-
-    def _block_line(self, b: _Block, text: str, raw_text: str, lineno: int, off: int, t, candidate: bool) -> bool:
-        """Feed one line of the block's stream; False when the line is not part of it."""
-        b.nlines += 1
-        if b.nlines > _MAX_BLOCK_LINES:
-            self._close_block(b.key)
-            return False
-        if b.rank is None and b.rank_override is None:
-            pass
-        stripped = text.strip()
-        if b.state == "frames":
-            if text.startswith(_TB):
-                return True
-            if text.startswith(_ORIG_TB):
-                b.pending_original = True
-                return True
-            m = _FRAME.match(text)
-            if m:
-                b.origin_frame = stripped
-                return True
-            if not stripped or text.startswith("    ") or set(stripped) <= set("^~ "):
-                return True
-            mexc = _EXC_LINE.match(stripped)
-            exc_type = mexc.group("type") if mexc else stripped.split(":", 1)[0][:80]
-            sig = self.matcher.match(text) if candidate else None
-            b.exceptions.append(_Exc(exc_type, stripped, raw_text, lineno, off, sig, original=b.pending_original,
-                                     origin=b.origin_frame))
-            b.origin_frame = None
-            b.end_line = lineno
-            b.pending_original = False
-            b.state = "after"
-            b.blanks = 0
-            b.continuation = 0
-            return True
-        if b.state == "chain":
-            if not stripped:
-                return True
-            if text.startswith(_TB):
-                b.state = "frames"
-                return True
-            self._close_block(b.key)
-            return False
-        # after an exception line
-        if not stripped:
-            b.blanks += 1
-            if b.blanks > 3:
-                self._close_block(b.key)
-            return True
-        if any(stripped.startswith(c) for c in _CHAIN):
-            b.state = "chain"
-            return True
-        if text.startswith(_ORIG_TB):
-            b.pending_original = True
-            b.state = "frames"
-            return True
-        if text.startswith(_TB):
-            # A new, unrelated traceback on the same stream.
-            self._close_block(b.key)
-            return False
-        if t is not None or b.continuation >= _MAX_CONTINUATION:
-            self._close_block(b.key)
-            return False
-        # Continuation of a multi-line exception message (NCCL "Last error:" lines...).
-        b.continuation += 1
-        b.end_line = lineno
-        if candidate and b.exceptions:
-            sig = self.matcher.match(text)
-            if sig is not None:
-                b.exceptions[-1].detail_sigs.append((sig, stripped, lineno, off))
-        return True
-
-    def _close_block(self, key: StreamKey) -> None:
-        b = self.blocks.pop(key, None)
-        if b is None or not b.exceptions:
-            return
-        cause = next((e for e in b.exceptions if e.original), b.exceptions[0])
-        sig = cause.sig
-        text, tline, toff = cause.text, cause.line, cause.offset
-        if sig is None and cause.detail_sigs:
-            sig, text, tline, toff = cause.detail_sigs[0]
-        if sig is None:
-            sig = self.catalog.get("python.uncaught-exception")
-        chained = [e.text for e in b.exceptions if e is not cause][:8]
-        if sig is None:
-            return
-        g = b.rank_override if b.rank_override is not None else b.rank
-        self._emit(
-            sig,
-            text,
-            cause.raw,
-            b.start_line,
-            tline,
-            toff,
-            g,
-            b.local,
-            b.host,
-            b.time,
-            None,
-            None,
-            0,
-            key,
-            exc_type=cause.type,
-            origin=cause.origin,
-            tb_start=b.start_line,
-            chained=chained,
-            time_approx=b.time_approx,
-            priority=b.priority,
-            extra={"tb_end_line": b.end_line or tline},
-        )
-        # Later exceptions of the chain with their own signature are context, kept for the view.
-        for e in b.exceptions:
-            if e is not cause and e.sig is not None and e.sig.id != sig.id:
-                self._marker(e.sig, e.text, e.line, g, b.local, b.time)
-
-    # -- torchelastic failure report ------------------------------------------------------
-
-    def _fb_line(self, text: str, raw_text: str, lineno: int, off: int) -> None:
-        stripped = text.strip()
-        if stripped.startswith("=" * 20):
-            self._fb_finish()
-            self.fb_active = False
-            return
-        if stripped.startswith("-" * 20):
-            self._fb_close_tb()
-            return
-        if stripped == ANCHORS["root-cause"]:
-            self._fb_close_tb()
-            self.fb_root = True
-            return
-        m = _FB_ENTRY.match(text)
-        if m:
-            self._fb_close_tb()
-            self.fb_entries.append(_FBEntry(idx=len(self.fb_entries), root=self.fb_root, line=lineno))
-            return
-        if not self.fb_entries:
-            return
-        e = self.fb_entries[-1]
-        m = _FB_FIELD.match(text)
-        if m and not e.in_traceback:
-            name, value = m.group(1), m.group(2).strip()
-            if name == "time":
-                try:
-                    e.time = datetime.strptime(value, "%Y-%m-%d_%H:%M:%S")
-                except ValueError:
-                    e.time = None
-            elif name == "host":
-                e.host = value or None
-            elif name == "rank":
-                mr = _FB_RANK.match(value)
-                if mr:
-                    e.rank = int(mr.group(1))
-                    e.local = int(mr.group(2)) if mr.group(2) else None
-                    if e.local is not None and e.rank >= 0:
-                        self.rank_pairs.add((e.local, e.rank))
-            elif name == "exitcode":
-                mx = _FB_EXIT.match(value)
-                if mx:
-                    e.exitcode = int(mx.group(1))
-                    e.pid = int(mx.group(2)) if mx.group(2) else None
-            elif name == "error_file":
-                e.error_file = None if value in ("<N/A>", "") else value
-            elif name == "traceback":
-                e.in_traceback = True
-                self._fb_tb_text(e, value, raw_text, lineno, off)
-            return
-        if e.in_traceback and text.startswith("  "):
-            self._fb_tb_text(e, text[2:], raw_text, lineno, off)
-
-    def _fb_tb_text(self, e: _FBEntry, text: str, raw_text: str, lineno: int, off: int) -> None:
-        key = ("fb", e.idx)
-        b = self.blocks.get(key)
-        t = e.time
-        if b is not None:
-            if self._block_line(b, text, raw_text, lineno, off, None, True):
-                return
-        if text.startswith(_TB):
-            self._open_block(key, None, 0, lineno, off, e.rank, e.local, e.host, None,
-                             rank_override=e.rank, priority=PRIORITY_FAILURE_BLOCK, time=t)
-            return
-        sig = self.matcher.match(text)
-        if sig is not None:
-            self._emit(sig, text, raw_text, lineno, lineno, off, e.rank, e.local, e.host, t, None, None, 0, key,
-                       priority=PRIORITY_FAILURE_BLOCK, time_approx=False)
-
-    def _fb_close_tb(self) -> None:
-        if self.fb_entries:
-            e = self.fb_entries[-1]
-            if e.in_traceback:
-                self._close_block(("fb", e.idx))
-                e.in_traceback = False
-
-    def _fb_finish(self) -> None:
-        self._fb_close_tb()
-        for e in self.fb_entries:
-            if e.rank is None:
-                continue
-            self.failure_entries.append(
-                FailureEntry(
-                    rank=e.rank,
-                    local_rank=e.local,
-                    exitcode=e.exitcode,
-                    pid=e.pid,
-                    host=e.host,
-                    time=e.time,
-                    error_file=e.error_file,
-                    root_cause=e.root,
-                    node_key=self.info.node_key,
-                    path=self.info.path,
-                    line=e.line,
-                    attempt=self.attempt,
-                )
-            )
-        self.fb_entries = []
-        self.fb_root = False
+            if self._stream_key(pre) == key:
+                return pre.time
+            if fallback is None:
+                # A console is written in arrival order: any earlier timestamp bounds this line.
+                fallback = pre.time
+        return fallback
 
     # -- last lines -----------------------------------------------------------------------
 
@@ -653,7 +405,7 @@ class SourceProcessor:
         """The last timestamped line of each rank stream in this chunk (bounded backward scan,
         stopping as soon as every stream present in the chunk has been found)."""
         if self.info.kind == "console":
-            want = len(set(_STREAM_PREFIX.findall(data))) + (1 if b"[rank" in data or b"[Rank" in data else 0)
+            want = len(stream_labels(data)) + (1 if b"[rank" in data or b"[Rank" in data else 0)
         else:
             want = 1
         end = len(data)
@@ -670,15 +422,15 @@ class SourceProcessor:
             lines_after += 1
             if not raw:
                 continue
-            pre = parse_prefix(safe_line(raw).text)
+            pre = parse_line(safe_line(raw).text, self.year_hint)
             key = self._stream_key(pre)
             if key is None and pre.rank is not None:
                 key = ("g", pre.rank)  # a rank named in the text ([rank3]:, DeepSpeed's [Rank 3])
-            if key in found:
-                continue
+            if key in found or pre.text.startswith(_LAUNCHER_LINES):
+                continue  # (a launcher line relayed through a task's label is not that rank's)
             if self.info.kind == "console" and key is None:
                 continue
-            t, _ = parse_time(pre.text, self.year_hint)
+            t = pre.time
             if t is None:
                 continue
             found.add(key)
@@ -701,44 +453,3 @@ class SourceProcessor:
                 priority=self.info.priority,
             )
 
-    # -- error.json -----------------------------------------------------------------------
-
-    def feed_error_json(self, blob: bytes) -> None:
-        """torchelastic's error.json: the worker's exception and its 1 s timestamp."""
-        try:
-            doc = json.loads(blob.decode("utf-8", "replace"))
-        except (ValueError, RecursionError):
-            self.errors.append(f"{self.info.path}: not valid JSON: skipped")
-            return
-        msg = doc.get("message") if isinstance(doc, dict) else None
-        stack = ""
-        ts = None
-        if isinstance(msg, dict):
-            extra = msg.get("extraInfo") or {}
-            if isinstance(extra, dict):
-                stack = extra.get("py_callstack") or ""
-                ts = extra.get("timestamp")
-            text = msg.get("message") or ""
-        elif isinstance(msg, str):
-            text = msg
-            ts = doc.get("timestamp") if isinstance(doc, dict) else None
-        else:
-            self.errors.append(f"{self.info.path}: not a torchelastic error file: skipped")
-            return
-        when = None
-        try:
-            when = datetime.fromtimestamp(int(ts)) if ts is not None else None
-        except (TypeError, ValueError, OverflowError, OSError):
-            when = None
-        body = stack if isinstance(stack, str) and stack.strip() else str(text)
-        body_bytes = body.encode("utf-8", "replace")
-        if not body_bytes.endswith(b"\n"):
-            body_bytes += b"\n"
-        if when is not None:
-            self.key_time[None] = when
-        self.feed(body_bytes, 0)
-        self.close()
-        for f in self.findings.values():
-            f.priority = PRIORITY_ERROR_JSON
-            if when is not None:
-                f.time, f.time_approx = when, False

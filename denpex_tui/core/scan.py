@@ -16,6 +16,7 @@ from .matcher import Matcher
 from .model import Finding, Incident, SourceInfo, iso
 from .pipeline import SourceProcessor
 from .sources import SourceError, discover, read_chunks
+from .text import safe_str
 from .triage import triage
 
 __all__ = ["ScanResult", "scan_paths", "process_source", "read_tail", "SCHEMA"]
@@ -40,7 +41,9 @@ class ScanResult:
 
     @property
     def readable_sources(self) -> int:
-        return sum(1 for r in self.job.results.values() if not r.errors)
+        # a source that stopped answering after some of it was read still counts: what was
+        # found in it is kept (see process_source)
+        return sum(1 for r in self.job.results.values() if not r.errors or r.bytes)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,6 +52,8 @@ class ScanResult:
             "versions": self.job.versions(),
             "findings": [f.to_json() for f in self.findings],
             "incidents": [i.to_json() for i in self.incidents],
+            "unrecognised": [] if self.incidents else [
+                {**u, "path": safe_str(u["path"])} for u in self.job.unknown_lines()],
             "warnings": list(self.warnings),
         }
 
@@ -110,22 +115,78 @@ def _year_hint(path: str) -> int | None:
 
 def process_source(info: SourceInfo, matcher: Matcher, *, io_timeout: float | None = None) -> ProcessorResult:
     """One source through the pipeline. With ``io_timeout``, a read that makes no progress
-    for that long (a hung mount) makes this source an error and the scan goes on."""
+    for that long (a hung mount) makes this source an error and the scan goes on; what was
+    found in it before the read stopped answering is kept."""
     if io_timeout:
-        box: dict[str, SourceProcessor] = {}
-        done, res = _watchdog(lambda: _process(info, matcher, box),
-                              lambda: box["p"].bytes_read if "p" in box else -1, io_timeout)
+        box: dict[str, Any] = {"read": 0, "lock": threading.Lock()}
+        done, res = _watchdog(lambda: _process(info, matcher, box), lambda: box["read"], io_timeout)
         if done:
             return res
+        why = f"{info.path}: no progress for {io_timeout:.0f} s (hung filesystem?): skipped"
+        lock = box["lock"]
+        if lock.acquire(timeout=5.0):  # the reader is stuck in the kernel, not in the parser
+            try:
+                box["abandoned"] = True
+                p = box.get("p")
+                if p is not None:
+                    p.close()
+                    p.errors.append(why.replace(": skipped", ": the rest of it was skipped"))
+                    return ProcessorResult.of(p)
+            finally:
+                lock.release()
         p = SourceProcessor(info, matcher)
-        p.errors.append(f"{info.path}: no progress for {io_timeout:.0f} s (hung filesystem?): skipped")
+        p.errors.append(why)
         return ProcessorResult.of(p)
     return _process(info, matcher, {})
 
 
+def process_many(sources: list[SourceInfo], matcher: Matcher, io_timeout: float | None, add) -> None:
+    """Every source through the pipeline in one worker thread under one watchdog (a thread per
+    small file costs more than reading it: 10 000 rank files). A source that makes no progress
+    for ``io_timeout`` is given up (a hung mount) with what it had found, as
+    :func:`process_source` does, and the rest go on in a fresh thread; an abandoned thread never
+    touches the job again."""
+    if not io_timeout:
+        for s in sources:
+            add(_process(s, matcher, {}))
+        return
+    state = {"i": 0}
+    while state["i"] < len(sources):
+        box: dict[str, Any] = {"read": 0, "lock": threading.Lock()}
+
+        def run(box=box) -> None:
+            while state["i"] < len(sources):
+                res = _process(sources[state["i"]], matcher, box)
+                with box["lock"]:
+                    if box.get("abandoned"):
+                        return  # given up on while it was blocked: its result is stale
+                    add(res)
+                    state["i"] += 1
+                    box["read"] = 0
+
+        done, _ = _watchdog(run, lambda box=box: (state["i"], box["read"]), io_timeout)
+        if done:
+            return
+        stuck = sources[state["i"]]
+        why = f"{stuck.path}: no progress for {io_timeout:.0f} s (hung filesystem?): skipped"
+        with box["lock"]:  # the reader is stuck in the kernel, not in the parser
+            box["abandoned"] = True
+            p = box.get("p")
+            if p is not None and p.info is stuck:
+                p.close()
+                p.errors.append(why.replace(": skipped", ": the rest of it was skipped"))
+            else:
+                p = SourceProcessor(stuck, matcher)
+                p.errors.append(why)
+        add(ProcessorResult.of(p))
+        state["i"] += 1
+
+
 def _process(info: SourceInfo, matcher: Matcher, box: dict) -> ProcessorResult:
+    lock = box.setdefault("lock", threading.Lock())
     p = SourceProcessor(info, matcher, year_hint=_year_hint(info.path))
-    box["p"] = p
+    with lock:
+        box["p"] = p
     try:
         if info.kind == "error-json":
             with open(info.path, "rb") as fh:
@@ -133,17 +194,28 @@ def _process(info: SourceInfo, matcher: Matcher, box: dict) -> ProcessorResult:
             if len(blob) > _ERROR_JSON_MAX:
                 p.errors.append(f"{info.path}: error file larger than 4 MiB: skipped")
             else:
-                p.feed_error_json(blob)
+                with lock:
+                    if not box.get("abandoned"):
+                        p.feed_error_json(blob)
         else:
-            for off, data in read_chunks(info.path):
-                p.feed(data, off)
-            p.close()
+            for off, data in read_chunks(info.path, progress=box):
+                with lock:
+                    if box.get("abandoned"):  # the watchdog gave up and kept what we found
+                        break
+                    p.feed(data, off)
+            with lock:
+                if not box.get("abandoned"):
+                    p.close()
     except SourceError as exc:
-        p.close()
-        p.errors.append(str(exc))
+        with lock:
+            if not box.get("abandoned"):
+                p.close()
+                p.errors.append(str(exc))
     except OSError as exc:
-        p.close()
-        p.errors.append(f"{info.path}: read error ({exc.strerror or exc})")
+        with lock:
+            if not box.get("abandoned"):
+                p.close()
+                p.errors.append(f"{info.path}: read error ({exc.strerror or exc})")
     return ProcessorResult.of(p)
 
 
@@ -204,8 +276,7 @@ def scan_paths(
         order = sorted(disc.sources, key=lambda s: -s.size)
         _parallel(order, job, n_jobs, signature_dirs, include_user, polite, io_timeout, matcher)
     else:
-        for s in disc.sources:
-            job.add(process_source(s, matcher, io_timeout=io_timeout))
+        process_many(disc.sources, matcher, io_timeout, job.add)
     first_diag = time.perf_counter() - t0
     for r in job.results.values():
         warnings.extend(r.errors)

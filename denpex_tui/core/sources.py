@@ -10,6 +10,7 @@ after a newline, and a line without a newline is cut at ``MAX_LINE`` bytes.
 from __future__ import annotations
 
 import codecs
+import errno
 import gzip
 import os
 import re
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .model import SourceInfo
+from .units import log_int
 
 __all__ = [
     "CHUNK",
@@ -60,7 +62,7 @@ def looks_like_log(name: str) -> bool:
 def _rotation_key(path: str) -> tuple:
     """Rotated copies are read oldest first: app.log.3.gz, app.log.2, app.log.1, app.log."""
     m = _ROTATED.search(os.path.basename(path))
-    n = int(m.group(1)) if m and m.group(1) else (1 if m else 0)
+    n = (log_int(m.group(1)) or 0) if m and m.group(1) else (1 if m else 0)
     base = _ROTATED.sub("", path) if m else path
     return (base, -n)
 
@@ -79,21 +81,23 @@ def classify(path: str, order: int = 0) -> SourceInfo:
         if _ATTEMPT.match(parts[i]):
             attempt_idx = i
             break
+    # a number out of range (4 301 digits) is not an attempt or a local rank: log_int says None
     if attempt_idx is not None and attempt_idx + 2 == len(parts) - 1 and parts[attempt_idx + 1].isdigit():
-        info.attempt = int(_ATTEMPT.match(parts[attempt_idx]).group(1))  # type: ignore[union-attr]
-        info.local_rank = int(parts[attempt_idx + 1])
-        run_dir = Path(*parts[:attempt_idx])  # <run_id>_<rand>
-        logs_dir = run_dir.parent
-        info.node_key = str(logs_dir.parent if logs_dir.name in ("logs", "log") else logs_dir)
-        return info
+        attempt, local_rank = log_int(parts[attempt_idx][len("attempt_"):]), log_int(parts[attempt_idx + 1])
+        if attempt is not None and local_rank is not None:
+            info.attempt, info.local_rank = attempt, local_rank
+            run_dir = Path(*parts[:attempt_idx])  # <run_id>_<rand>
+            logs_dir = run_dir.parent
+            info.node_key = str(logs_dir.parent if logs_dir.name in ("logs", "log") else logs_dir)
+            return info
     info.node_key = str(p.parent)
     m = _RANK_NAME.search(name)
     if m:
-        info.file_rank = int(m.group(1))
+        info.file_rank = log_int(m.group(1))
     else:
         m = _SLURM_TASK.match(name)
         if m:
-            info.file_rank = int(m.group(1))
+            info.file_rank = log_int(m.group(1))
     if info.kind != "error-json" and info.file_rank is None:
         info.kind = "console"
     return info
@@ -163,6 +167,7 @@ def _walk(root: str, warnings: list[str], budget: int, progress: dict) -> Iterat
     stack = [root]
     visited: set[tuple[int, int]] = set()
     n = 0
+    root_real = os.path.realpath(root)
     while stack:
         d = stack.pop()
         progress["current"] = d
@@ -186,6 +191,19 @@ def _walk(root: str, warnings: list[str], budget: int, progress: dict) -> Iterat
             try:
                 if e.is_dir(follow_symlinks=False):
                     subdirs.append(e.path)
+                elif looks_like_log(e.name) and e.is_symlink():
+                    why = special_target(e.path)
+                    if why or not e.is_file(follow_symlinks=True):
+                        if why or os.path.exists(e.path):
+                            warnings.append(f"{e.path}: a link to {why or 'a FIFO, device or socket'}: skipped")
+                        continue
+                    out = link_outside(e.path, root_real)
+                    if out:
+                        warnings.append(f"{e.path}: followed a link outside the tree (to {out})")
+                    n += 1
+                    if n > budget:
+                        return
+                    yield e.path, e.stat(follow_symlinks=True).st_size
                 elif looks_like_log(e.name) and e.is_file(follow_symlinks=True):
                     n += 1
                     if n > budget:
@@ -230,8 +248,41 @@ def _mostly_nul(sample: bytes) -> bool:
     return bool(sample) and sample.count(0) >= len(sample) * 0.6
 
 
+_PSEUDO_FS = ("/proc/", "/sys/")
+
+
+def special_target(path: str) -> str | None:
+    """Why ``path`` (or what a link there points to) must not be read as a log: a file of
+    /proc or /sys (``/proc/kmsg`` says it is a regular file; reading it blocks and consumes
+    the kernel log), or None. FIFOs and devices are refused by their type."""
+    real = os.path.realpath(path)
+    if real.startswith(_PSEUDO_FS):
+        return f"a file of /{real.split('/')[1]}: {real}"
+    return None
+
+
+def link_outside(path: str, root_real: str) -> str | None:
+    """The target of ``path`` when it is a symbolic link leading out of ``root_real``."""
+    if not os.path.islink(path):
+        return None
+    real = os.path.realpath(path)
+    if real == root_real or real.startswith(root_real.rstrip("/") + "/"):
+        return None
+    return real
+
+
+def sniff(head: bytes) -> str:
+    """'text', 'binary', 'gzip', 'utf-16-le' or 'utf-16-be' from a file's first bytes
+    (trailing NULs, the start of a hole or of unwritten pages, are not evidence)."""
+    return _sniff(head.rstrip(b"\0"))
+
+
 def _open(path: str):
-    """Open a source for binary reading; refuses FIFOs and devices (a FIFO would block)."""
+    """Open a source for binary reading; refuses FIFOs and devices (a FIFO would block),
+    and files of /proc, /sys and /dev behind links."""
+    why = special_target(path)
+    if why:
+        raise SourceError(f"{path}: not a regular file ({why}): skipped")
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
@@ -247,14 +298,44 @@ def _open(path: str):
         raise
 
 
-def read_chunks(path: str, *, chunk: int = CHUNK, start: int = 0) -> Iterator[tuple[int, bytes]]:
+def _next_data(fd: int, pos: int, size: int) -> int:
+    """Where data starts at or after ``pos`` (SEEK_DATA): ``size`` when only a hole is
+    left, ``pos`` when the filesystem cannot tell (it then reports everything as data)."""
+    try:
+        return os.lseek(fd, pos, os.SEEK_DATA)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # nothing but a hole up to the end
+            return max(pos, size)
+        return pos
+    except AttributeError:  # no SEEK_DATA on this platform
+        return pos
+    finally:
+        os.lseek(fd, pos, os.SEEK_SET)  # SEEK_DATA moves the file position
+
+
+def _next_hole(fd: int, pos: int, size: int) -> int:
+    try:
+        return os.lseek(fd, pos, os.SEEK_HOLE)
+    except (OSError, AttributeError):
+        return size
+    finally:
+        os.lseek(fd, pos, os.SEEK_SET)  # SEEK_HOLE moves the file position
+
+
+def read_chunks(path: str, *, chunk: int = CHUNK, start: int = 0,
+                progress: dict | None = None) -> Iterator[tuple[int, bytes]]:
     """Yield ``(offset, data)`` where ``data`` holds whole lines (ends with ``\\n``).
 
     ``offset`` is the byte offset of ``data[0]`` in the file as stored (for compressed and
     UTF-16 files: in the decoded text). A final line without a newline gets one. A line
-    longer than :data:`MAX_LINE` is cut there (the rest of it is skipped).
+    longer than :data:`MAX_LINE` is cut there (the rest of it is skipped). Holes of a
+    sparse file (a region never written: zeros) are skipped at seek speed (SEEK_DATA) and
+    end the line before them. ``progress["read"]`` counts the bytes read or skipped, so a
+    watchdog sees progress even through a region without a newline.
     Raises :class:`SourceError` with a one-line message.
     """
+    progress = progress if progress is not None else {}
+    progress.setdefault("read", 0)
     try:
         fh, st = _open(path)
     except SourceError:
@@ -265,12 +346,15 @@ def read_chunks(path: str, *, chunk: int = CHUNK, start: int = 0) -> Iterator[tu
         raise SourceError(f"{path}: permission denied") from None
     except OSError as exc:
         raise SourceError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    # sparse files: an apparent size well above the allocated blocks says there are holes
+    sparse = st.st_size > 512 * getattr(st, "st_blocks", st.st_size) + (1 << 20)
     with fh:
         try:
-            head = fh.read(4096)
+            # the kind is told from data, not from the zeros of a hole
+            head = fh.read(max(1, min(4096, _next_hole(fh.fileno(), 0, st.st_size))) if sparse else 4096)
         except OSError as exc:
             raise SourceError(f"{path}: read error ({exc.strerror or exc})") from None
-        kind = _sniff(head)
+        kind = _sniff(head.rstrip(b"\0") if sparse else head)  # a hole's block starts with zeros
         if kind == "binary":
             raise SourceError(f"{path}: binary file, not a log: skipped")
         fh.seek(0)
@@ -283,11 +367,28 @@ def read_chunks(path: str, *, chunk: int = CHUNK, start: int = 0) -> Iterator[tu
         offset = start if kind == "text" else 0
         carry = b""
         skipping = False  # inside an over-long line, dropping bytes until its newline
+        sparse = sparse and kind == "text"
         while True:
+            want = chunk
+            if sparse:
+                pos = offset + len(carry)  # where the next read starts
+                data_at = _next_data(fh.fileno(), pos, st.st_size)
+                if data_at > pos:  # a hole: skipped, and it ends the line before it
+                    progress["read"] += data_at - pos
+                    carry = carry.rstrip(b"\0")  # the zeros of the hole's first block
+                    if carry:
+                        yield offset, carry + b"\n"
+                    carry, skipping = b"", False
+                    offset = pos = data_at
+                    if data_at >= st.st_size:
+                        break
+                    fh.seek(data_at)
+                want = max(1, min(chunk, _next_hole(fh.fileno(), pos, st.st_size) - pos))
             try:
-                block = raw.read(chunk)
+                block = raw.read(want)
             except (OSError, EOFError, gzip.BadGzipFile) as exc:
                 raise SourceError(f"{path}: read error ({getattr(exc, 'strerror', None) or exc})") from None
+            progress["read"] += len(block)
             if decoder is not None:
                 block = decoder.decode(block, final=not block).encode("utf-8", "replace")
                 if block.startswith(b"\xef\xbb\xbf") and offset == 0 and not carry:

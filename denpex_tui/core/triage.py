@@ -1,70 +1,77 @@
 """Triage: per attempt, which rank failed first, what is collateral, how sure we are.
 
-Rules (each one is tested on the real corpus):
+The decision rule, in the order it is applied (each step has tests on real logs):
 
-* The initiating finding is the earliest failure whose role is *initiating*. Collateral-role
-  findings (timeouts, peer exits, the agent's SIGTERM) never win over an initiating failure
-  on another rank, whatever their times.
-* Several ranks failing of the same initiating cause at about the same time (a full
-  ``/dev/shm`` or local disk hits every rank of a node) are one cause: the first is the
-  initiating finding, the others are ``same_cause``, and the confidence says when their order
-  could not be decided.
-* Hangs: when every failure is collateral, the initiating rank is the one that stopped: the
-  rank missing from the set of ranks that timed out, else the rank whose log went silent
-  first; reported as ``dist.rank-stalled`` with its last line.
-* Launcher summaries (torchelastic's Root Cause, DeepSpeed's ``exits with return code``) are
-  evidence that is reported, never the diagnosis.
+1. **Role of a finding.** A signature's catalog role, except that a bare exception (no more
+   specific detector knew it) whose text says it is a *consequence* — a peer reset or closed the
+   connection, a broken pipe, a timeout, an aborted communicator, a framework shutting down
+   because another process failed — is collateral; one that names another rank as the faulty
+   one (PyTorch's monitored barrier) points there.
+2. **One representative per rank.** Among a rank's initiating findings of one episode (the
+   first one and what follows within :data:`EPISODE` on that rank), a specific signature beats
+   an errno/fatal-signal one, which beats a bare exception; the rank's place in time is its
+   first initiating finding.
+3. **Order across ranks.** By time; a line without its own time takes the time of the line
+   before it in the same file (marked approximate); without any timestamps, line order inside
+   one file. Across nodes whose clocks disagree (:mod:`denpex_tui.core.clocks`) the times are
+   corrected and the evidence says the clocks were not trusted; collateral roles never win
+   over an initiating one, whatever the clocks say.
+4. **Same cause.** Ranks failing of related signatures within :data:`SAME_CAUSE_WINDOW` are one
+   node- or filesystem-level cause (``same_cause``); the confidence says when their order could
+   not be decided.
+5. **Hangs** (every failure collateral): the rank that stopped, or the rank the launcher says was
+   killed by a signal (:mod:`denpex_tui.core.hang`).
+6. **The launcher as the last resort**, only when no rank's own output explains the failure:
+   "per the launcher", low confidence, with what the exit code means.
+7. Ranks the agent terminated without an error of their own are collateral.
+
+Every incident keeps its **competing hypotheses**: the runner-up candidates with the rule that
+ranked them lower. Work is linear in the number of findings (plus one sort).
 """
 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Callable
 
 from .catalog import Catalog
+from .clocks import ClockCheck, check_clocks
+from .firstwarn import WARNING_WINDOW, first_warning
+from .hang import agent_terminated, external_stop_incident, hang_incident, launcher_incident
 from .job import JobState
-from .lineparse import parse_level, parse_prefix, parse_time
-from .model import Finding, Incident, LastLine, iso
-from .text import safe_line
+from .matcher import tier_of
+from .model import Finding, Incident, iso
+from .ranks import rank_entry as _entry
+from .ranks import rank_ranges
 
-__all__ = ["triage", "rank_ranges", "WARNING_WINDOW"]
+__all__ = ["triage", "rank_ranges", "WARNING_WINDOW", "consequence_of", "EPISODE", "SAME_CAUSE_WINDOW"]
 
-WARNING_WINDOW = timedelta(minutes=10)
 SAME_CAUSE_WINDOW = timedelta(seconds=60)
-_PHASE_WORDS = {
-    "checkpoint-save": ("checkpoint", "save", "disk", "space", "quota", "inode", "storage", "writ", "nvme", "swap"),
-    "data-loading": ("dataloader", "worker", "shm", "shared memory", "sampler", "dataset"),
-    "forward-backward": ("memory", "nan", "inf", "grad", "cuda"),
-    "optimizer-step": ("optimizer", "swap", "nvme", "aio", "offload"),
-    "startup": ("rendezvous", "init", "connect", "store", "nccl"),
-}
-_D2 = re.compile(r"work sequence id: (\d+).*?last enqueued work: (\d+), last completed work: (\d+)")
+EPISODE = timedelta(seconds=120)
+EPISODE_LINES = 200  # the same episode, in lines, when there are no timestamps
+_MAX_HYPOTHESES = 5
+
+_CONSEQUENCE = re.compile(
+    r"(?i)connection (?:reset|closed|refused)(?: by (?:peer|remote))?|broken pipe|\btimed? ?out\b|timeout"
+    r"|communicators? (?:was |were |has been |have been )?abort|\babort(?:ed|ing) (?:the )?(?:nccl )?communicator"
+    r"|because (?:another|a remote|some other|the other) (?:process|rank|worker|peer)|remote (?:worker|process|peer) "
+    r"(?:crash|exit|died|fail)|peer (?:closed|reset|died|exited)|socket (?:closed|timeout)|shutting down because"
+    r"|\bterminated? by (?:the )?(?:agent|launcher)|caused by an exception on (?:one of the|another) ranks?"
+    r"|\bgot signal: \d{1,2}\b"
+)
+_ARRIVAL = re.compile(r"failed to pass monitoredBarrier")
+_STALL_REPORTS = {"horovod.stall"}  # reports that name the ranks that never arrived
+_BLAMES = re.compile(
+    r"Ranks? (?P<ranks>\d{1,7}(?:, ?\d{1,7})*) failed to pass monitoredBarrier"
+    r"|[Pp]lease check rank (?P<ranks2>\d{1,7}) logs? for (?:the )?faulty rank"
+)
 
 
-def rank_ranges(ranks) -> str:
-    """[0,1,2,5,7,8] -> '0-2,5,7-8'"""
-    rs = sorted({r for r in ranks if r is not None})
-    if not rs:
-        return ""
-    out = []
-    start = prev = rs[0]
-    for r in rs[1:]:
-        if r == prev + 1:
-            prev = r
-            continue
-        out.append(f"{start}-{prev}" if prev > start else str(start))
-        start = prev = r
-    out.append(f"{start}-{prev}" if prev > start else str(start))
-    return ",".join(out)
-
-
-def _ts(t: datetime | None) -> float | None:
-    if t is None:
-        return None
-    if t.tzinfo is None:
-        return t.timestamp()
-    return t.timestamp()
+def consequence_of(text: str) -> str | None:
+    """The phrase that makes an exception's text a consequence of a failure elsewhere."""
+    m = _CONSEQUENCE.search(text)
+    return m.group(0) if m else None
 
 
 def _related(sig_a: str, sig_b: str, catalog: Catalog) -> bool:
@@ -77,7 +84,61 @@ def _related(sig_a: str, sig_b: str, catalog: Catalog) -> bool:
 
 
 def _phase_label(phase: str) -> str:
-    return phase.replace("-", " ")
+    return "" if phase == "any" else f" ({phase.replace('-', ' ')})"
+
+
+def _tier(f: Finding, catalog: Catalog) -> int:
+    sig = catalog.get(f.signature)
+    return tier_of(sig) if sig is not None else 2
+
+
+def _rkey(f: Finding):
+    return f.rank if f.rank is not None else ("?", f.path, f.local_rank)
+
+
+class _Order:
+    """Comparable time of a finding: clock-corrected timestamp, else line order."""
+
+    def __init__(self, clocks: ClockCheck):
+        self.clocks = clocks
+
+    def when(self, f: Finding) -> float | None:
+        if f.time is None:
+            return None
+        return self.clocks.adjust(f.node_key, f.time.timestamp())
+
+    def key(self, f: Finding) -> tuple:
+        w = self.when(f)
+        return (w if w is not None else float("inf"), f.source_order, f.text_line)
+
+
+def _blamed_field(f: Finding) -> list[int]:
+    """The rank(s) a detector read as the faulty one (``blamed_rank``/``blamed_ranks``)."""
+    v = f.fields.get("blamed_ranks") or f.fields.get("blamed_rank")
+    if v is None:
+        return []
+    out = []
+    for x in re.split(r"[, ]+", str(v)):
+        if x.isdigit() and len(x) <= 7:
+            out.append(int(x))
+    return out
+
+
+def _effective(f: Finding, catalog: Catalog) -> tuple[str, str | None, list[int]]:
+    """(role, why, blamed ranks) of one finding under rule 1."""
+    ranks = _blamed_field(f)
+    m = None if ranks else _BLAMES.search(f.text)
+    if m:
+        ranks = [int(x) for x in re.split(r", ?", m.group("ranks") or m.group("ranks2"))]
+    if ranks:
+        if f.rank not in ranks:
+            return "collateral", f"it names rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)} as the faulty one", ranks
+    sig = catalog.get(f.signature)
+    if f.role == "initiating" and sig is not None and tier_of(sig) == 2:
+        phrase = consequence_of(" ".join([f.text, *f.chained[:2]]))
+        if phrase:
+            return "collateral", f"its text says it is a consequence ('{phrase}')", []
+    return f.role, None, []
 
 
 def triage(
@@ -87,315 +148,276 @@ def triage(
     read_tail: Callable[[str, int | None, int], bytes | None] | None = None,
     extra_stalls: dict[int, float] | None = None,
 ) -> list[Incident]:
-    """Incidents in time order. ``read_tail(path, end_offset, max_bytes)`` reads the bytes
+    """Incidents in attempt order. ``read_tail(path, end_offset, max_bytes)`` reads the bytes
     before ``end_offset`` (or the file's end) for the first-warning search; ``extra_stalls``
     maps ranks the live engine saw go silent to their silence in seconds."""
     findings = job.findings()
     ranks_by_attempt = job.ranks_by_attempt()
     last_lines = job.last_lines()
     fentries = job.failure_entries()
+    clocks = check_clocks(job.node_times(), job.node_names())
+    order = _Order(clocks)
+    by_attempt: dict[int, list[Finding]] = {}
+    for f in findings:
+        by_attempt.setdefault(f.attempt, []).append(f)
+    fe_by_attempt: dict[int, list] = {}
+    for fe in fentries:
+        fe_by_attempt.setdefault(fe.attempt, []).append(fe)
+    lasts_by_attempt: dict[int, dict] = {}
+    for (a, r), ll in last_lines.items():
+        lasts_by_attempt.setdefault(a, {})[r] = ll
     incidents: list[Incident] = []
-    attempts = sorted({f.attempt for f in findings} | set(ranks_by_attempt))
-    for attempt in attempts:
-        fs = [f for f in findings if f.attempt == attempt]
+    for attempt in sorted(set(by_attempt) | set(ranks_by_attempt) | set(fe_by_attempt)):
+        fs = by_attempt.get(attempt, [])
         errs = [f for f in fs if f.severity == "error" and f.role in ("initiating", "collateral")]
         ctx = [f for f in fs if f.severity == "error" and f.role == "context"]
-        if not errs and not ctx and not extra_stalls:
+        fes = fe_by_attempt.get(attempt, [])
+        if not errs and not ctx and not extra_stalls and not any(fe.exitcode not in (None, 0) for fe in fes):
             continue
         inc = _attempt_incident(
-            attempt,
-            errs,
-            ctx,
-            ranks_by_attempt.get(attempt, set()),
-            {k[1]: v for k, v in last_lines.items() if k[0] == attempt},
-            [fe for fe in fentries if fe.attempt == attempt],
-            catalog,
-            extra_stalls or {},
+            attempt, errs, ctx, fs, ranks_by_attempt.get(attempt, set()), lasts_by_attempt.get(attempt, {}), fes,
+            catalog, extra_stalls or {}, order, job,
         )
         if inc is None:
             continue
-        if inc.initiating is not None and read_tail is not None:
-            inc.first_warning = _first_warning(inc.initiating, job, catalog, read_tail)
+        if clocks.notes and inc.initiating is not None:
+            inc.evidence.extend(clocks.notes)
+        if inc.initiating is not None and read_tail is not None and inc.initiating.signature != "proc.killed":
+            inc.first_warning = first_warning(inc.initiating, job, catalog, read_tail)
         incidents.append(inc)
-    incidents.sort(key=lambda i: (i.attempt, i.initiating.sort_key() if i.initiating else (float("inf"),)))
+    incidents.sort(key=lambda i: (i.attempt, order.key(i.initiating) if i.initiating else (float("inf"),)))
     return incidents
 
 
-def _per_rank_first(fs: list[Finding]) -> dict:
-    out: dict = {}
-    for f in fs:
-        k = f.rank if f.rank is not None else ("?", f.path)
-        if k not in out:
-            out[k] = (f, 0)
-        first, n = out[k]
-        out[k] = (first, n + f.count)
-    return out
-
-
-def _collateral_entries(fs: list[Finding], exclude_ranks: set) -> list[Finding]:
-    """One entry per other failed rank: its first collateral-role finding (else its first
-    finding), with the number of error findings it had."""
-    by_rank: dict = {}
-    for f in fs:
-        k = f.rank if f.rank is not None else ("?", f.path)
-        if k in exclude_ranks:
-            continue
-        by_rank.setdefault(k, []).append(f)
-    out = []
-    for k, lst in by_rank.items():
-        coll = [f for f in lst if f.role == "collateral"] or lst
-        first = coll[0]
-        entry = Finding(**{**first.__dict__})
-        entry.count = sum(f.count for f in lst)
-        out.append(entry)
-    out.sort(key=lambda f: (f.rank if f.rank is not None else 1 << 30))
-    return out
-
-
-def _attempt_incident(attempt, errs, ctx, ranks_seen, lasts, fentries, catalog, stalls) -> Incident | None:
+def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, catalog, stalls, order: _Order,
+                      job: JobState) -> Incident | None:
     evidence: list[str] = []
-    init = sorted((f for f in errs if f.role == "initiating"), key=lambda f: f.sort_key())
-    # Agent-level lines with no rank (``Sending process N closing signal``) are evidence of
-    # teardown, not a rank's failure: they never make a hang on their own.
-    coll = [f for f in errs if f.role == "collateral" and f.rank is not None]
-    root_entries = [fe for fe in fentries if fe.root_cause]
-    if init:
-        first = init[0]
+    hypotheses: list[dict] = []
+    roles: dict[int, tuple[str, str | None, list[int]]] = {}
+    blamed: dict[int, Finding] = {}
+    for f in errs:
+        r = _effective(f, catalog)
+        roles[id(f)] = r
+        for b in r[2]:
+            blamed.setdefault(b, f)
+    by_rank: dict = {}
+    for f in errs:
+        by_rank.setdefault(_rkey(f), []).append(f)
+    # Rule 2: one representative per rank.
+    reps: list[tuple[tuple, Finding, Finding, list[Finding]]] = []  # (order, rep, first, all of the rank)
+    for k, lst in by_rank.items():
+        lst.sort(key=order.key)
+        inits = [f for f in lst if roles[id(f)][0] == "initiating"]
+        if not inits:
+            continue
+        first = inits[0]
+        rep = first
+        if _tier(first, catalog) == 2:
+            # A bare exception is replaced by a more specific finding of the same episode.
+            t0 = order.when(first)
+            window = []
+            for f in inits:
+                w = order.when(f)
+                if t0 is not None and w is not None:
+                    near = w - t0 <= EPISODE.total_seconds()
+                else:
+                    near = f.path == first.path and abs(f.text_line - first.text_line) <= EPISODE_LINES
+                if near:
+                    window.append(f)
+            rep = min(window, key=lambda f: (_tier(f, catalog), order.key(f)))
+        if rep is not first:
+            rep = _entry(rep, [rep])
+            for k2, v in first.fields.items():
+                rep.fields.setdefault(k2, v)
+            hypotheses.append(_hyp(first, f"same rank, earlier but less specific than {rep.signature}: explained by it"))
+        reps.append((order.key(first), rep, first, lst))
+    demoted = [f for f in errs if roles[id(f)][0] == "collateral" and f.role == "initiating"]
+    for f in demoted[:2]:
+        hypotheses.append(_hyp(f, roles[id(f)][1] or "collateral"))
+    if reps:
+        reps.sort(key=lambda x: x[0])
+        _, init, init_first, _ = reps[0]
         confidence = "high"
         same: list[Finding] = []
-        for f in init[1:]:
-            if f.rank == first.rank and f.rank is not None:
-                continue
-            if any(s.rank == f.rank and f.rank is not None for s in same):
-                continue
-            t0, t1 = _ts(first.time), _ts(f.time)
+        rivals: list[tuple[Finding, Finding]] = []
+        t0 = order.when(init_first)
+        for _, rep, fst, _ in reps[1:]:
+            t1 = order.when(fst)
             close = t0 is None or t1 is None or abs(t1 - t0) <= SAME_CAUSE_WINDOW.total_seconds()
-            if _related(f.signature, first.signature, catalog) and close:
-                same.append(f)
-        exclude = {first.rank if first.rank is not None else ("?", first.path)}
-        exclude |= {s.rank if s.rank is not None else ("?", s.path) for s in same}
-        others = [f for f in errs if (f.rank if f.rank is not None else ("?", f.path)) not in exclude]
-        collateral = _collateral_entries(others, set())
-        if first.rank is None:
-            confidence = "medium"
-            evidence.append("the initiating line carries no rank, and its file name does not give one")
-        if first.time is None:
+            if close and _related(rep.signature, init.signature, catalog):
+                same.append(rep)
+            else:
+                rivals.append((rep, fst))
+        exclude = {_rkey(init)} | {_rkey(s) for s in same}
+        collateral = []
+        for k, lst in by_rank.items():
+            if k in exclude:
+                continue
+            coll = [f for f in lst if roles[id(f)][0] == "collateral"] or lst
+            collateral.append(_entry(coll[0], lst))
+        if init.rank is None:
+            failed = {fe.rank for fe in fentries if fe.rank is not None and fe.rank >= 0
+                      and fe.exitcode not in (None, 0, -15)}
+            failed |= {f.rank for f in ctx if f.rank is not None and _exitcode(f) not in (0, -15)}
+            failed = sorted(failed)
+            if len(failed) == 1:
+                init = _entry(init, [init])
+                init.rank = failed[0]
+                evidence.append(f"the line carries no rank; the launcher's failure report names rank {failed[0]} "
+                                "as the one worker that failed")
+            else:
+                confidence = "medium"
+                evidence.append("the initiating line carries no rank, and its file name does not give one")
+        if init.time is None:
             confidence = "medium"
             evidence.append("no timestamp near the initiating error: order taken from line order")
-        elif first.time_approx:
+        elif init.time_approx:
             evidence.append(
-                f"rank {first.rank}'s error has no timestamp of its own; its previous line on that rank "
-                f"is at {iso(first.time)}"
+                f"rank {init.rank}'s error has no timestamp of its own; its previous line in that file "
+                f"is at {iso(init.time)}"
             )
         if same:
             decided = all(
-                s.time is not None and first.time is not None and not s.time_approx and not first.time_approx
-                and (_ts(s.time) - _ts(first.time)) > 1.0
+                s.time is not None and init.time is not None and not s.time_approx and not init.time_approx
+                and (order.when(s) or 0) - (order.when(init) or 0) > 1.0
                 for s in same
             )
-            ranks = rank_ranges([first.rank] + [s.rank for s in same])
+            ranks = rank_ranges([init.rank] + [s.rank for s in same])
             if decided:
-                evidence.append(f"ranks {ranks} failed of the same cause; rank {first.rank} was first by its timestamp")
+                evidence.append(f"ranks {ranks} failed of the same cause; rank {init.rank} was first by its timestamp")
                 confidence = "medium" if confidence == "high" else confidence
             else:
                 evidence.append(
-                    f"ranks {ranks} failed of the same cause ({first.signature}) at about the same time: a node- or "
+                    f"ranks {ranks} failed of the same cause ({init.signature}) at about the same time: a node- or "
                     "filesystem-level cause; which rank was first cannot be decided from these logs"
                 )
                 confidence = "low"
-        # Was the order against other initiating failures decided by real timestamps?
-        rivals = [f for f in init[1:] if f not in same and f.rank != first.rank]
+        for rep, fst in rivals[:_MAX_HYPOTHESES]:
+            t1 = order.when(fst)
+            if t0 is not None and t1 is not None:
+                rule = f"failed {t1 - t0:.1f} s later by its timestamp"
+                if fst.time_approx or init_first.time_approx:
+                    rule += " (approximate: a neighbouring line's time)"
+            else:
+                rule = "later in line order (no timestamps to compare)"
+            hypotheses.append(_hyp(rep, rule))
         if rivals and confidence == "high":
-            r = rivals[0]
-            if first.time is None or r.time is None or first.time_approx or r.time_approx or (
-                _ts(r.time) - _ts(first.time) < 1.0
-            ):
+            r, rf = rivals[0]
+            t1 = order.when(rf)
+            if t0 is None or t1 is None or rf.time_approx or init_first.time_approx or t1 - t0 < 1.0:
                 confidence = "medium"
                 evidence.append(
                     f"rank {r.rank} also failed ({r.signature}); the order between them rests on approximate times"
                 )
+        if init.rank in blamed:
+            b = blamed[init.rank]
+            evidence.append(f"rank {b.rank}'s monitored barrier names rank {init.rank} as the rank that failed to arrive")
         if collateral:
-            roles = {}
+            by_sig: dict[str, list] = {}
             for c in collateral:
-                roles.setdefault(c.signature, []).append(c.rank)
-            for sig, rs in roles.items():
+                by_sig.setdefault(c.signature, []).append(c.rank)
+            for sig, rs in by_sig.items():
                 evidence.append(f"ranks {rank_ranges(rs)}: {sig} (collateral)")
-        named = sorted({fe.rank for fe in root_entries if fe.rank != first.rank})
-        if named:
-            evidence.append(
-                f"torchelastic's Root Cause names rank{'s' if len(named) > 1 else ''} {rank_ranges(named)}: launcher "
-                "summaries (one per node agent) are not trusted, they name victims"
-            )
-        sigterm = sorted({fe.rank for fe in fentries if fe.exitcode == -15})
-        if sigterm:
-            evidence.append(f"the agent sent SIGTERM to ranks {rank_ranges(sigterm)} after the failure")
+        for d in demoted[:3]:
+            evidence.append(f"rank {d.rank}'s {d.exc_type or d.signature} is collateral: {roles[id(d)][1]}")
+        _launcher_evidence(init, fentries, evidence, hypotheses)
+        collateral.extend(agent_terminated(attempt, ranks_seen, {_rkey(c) for c in collateral} | exclude, all_fs,
+                                           fentries, init))
+        collateral.sort(key=lambda f: (f.rank if f.rank is not None else 1 << 30))
         summary = (
-            f"rank {first.rank if first.rank is not None else '?'} initiating: {first.title} "
-            f"({_phase_label(first.phase)}) - {len(collateral)} collateral"
+            f"rank {init.rank if init.rank is not None else '?'} initiating: {init.title}"
+            f"{_phase_label(init.phase)} - {len(collateral)} collateral"
         )
         if same:
             summary += f", {len(same)} same cause"
-        return Incident(attempt, first, collateral, same, None, confidence, evidence, summary)
+        return Incident(attempt, init, collateral, same, None, confidence, evidence, summary,
+                        hypotheses=hypotheses[:_MAX_HYPOTHESES])
 
-    if coll or stalls:
-        return _hang_incident(attempt, coll, ranks_seen, lasts, fentries, catalog, stalls)
-
-    # Only launcher-level errors (ChildFailedError, exit codes): report, with low confidence.
-    pool = ctx or errs
-    if not pool:
-        return None
-    evidence.append("only launcher reports name a failure; no rank log shows its cause")
-    for fe in root_entries:
-        evidence.append(f"torchelastic's Root Cause names rank {fe.rank} (exitcode {fe.exitcode}), not trusted")
-    return Incident(attempt, None, _collateral_entries(pool, set()), [], None, "low", evidence,
-                    "failure reported by the launcher; cause not in these logs")
-
-
-def _hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentries, catalog, stalls) -> Incident:
-    evidence: list[str] = []
-    timed_out = {f.rank for f in coll if f.rank is not None}
-    missing = sorted(r for r in ranks_seen if r not in timed_out)
-    # NCCL watchdog: a rank whose last enqueued work is behind the stuck sequence id never
-    # entered the collective (the NeMo skill's rule).
-    behind: set[int] = set()
-    for f in coll:
-        m = _D2.search(f.text)
-        if m and f.rank is not None:
-            seq, enq, comp = (int(x) for x in m.groups())
-            if enq < seq or enq == comp:
-                behind.add(f.rank)
-    confidence = "medium"
-    cands = missing or sorted(behind) or sorted(ranks_seen)
-    if stalls:
-        live = [r for r in cands if r in stalls] or [r for r in stalls]
-        cands = live
-
-    def silent_key(r: int):
-        ll = lasts.get(r)
-        return (_ts(ll.time) if ll and ll.time else float("inf"), r)
-
-    stalled = min(cands, key=silent_key) if cands else None
-    if missing:
-        if len(missing) == 1:
-            evidence.append(
-                f"rank {stalled} is the only rank seen that did not time out; ranks {rank_ranges(timed_out)} timed out "
-                "waiting in a collective"
-            )
-        else:
-            evidence.append(
-                f"ranks {rank_ranges(missing)} did not time out; rank {stalled} went silent first"
-            )
-            confidence = "low" if len(missing) > 2 else "medium"
-    elif behind:
-        evidence.append(f"NCCL watchdog: ranks {rank_ranges(behind)} never enqueued the stuck collective")
-    elif stalls:
-        evidence.append(f"rank {stalled} stopped logging (live stall, silent {stalls.get(stalled, 0):.0f} s)")
+    coll = [f for f in errs if f.rank is not None]
+    inc = external_stop_incident(attempt, errs, all_fs, ranks_seen, fentries, order.when, evidence, hypotheses)
+    if inc is not None:
+        return inc
+    if blamed:
+        inc = _blamed_incident(attempt, blamed, coll, lasts, catalog)
+        if inc is not None:
+            return inc
+    if coll or stalls or errs:
+        inc = hang_incident(attempt, coll or errs, ranks_seen, lasts, fentries, catalog, stalls, job, ctx)
+        inc.hypotheses = hypotheses + inc.hypotheses
     else:
-        evidence.append(f"every rank timed out; rank {stalled}'s log went silent first")
-        confidence = "low"
-    ll = lasts.get(stalled) if stalled is not None else None
-    peers_after = [
-        lasts[r].time for r in lasts if r != stalled and lasts[r].time and ll and ll.time and lasts[r].time > ll.time
-    ]
-    if ll and ll.time and peers_after:
-        evidence.append(f"rank {stalled}'s last line is at {iso(ll.time)}; its peers logged until {iso(max(peers_after))}")
-        if missing and len(missing) == 1:
-            confidence = "high"
-    killed = [fe for fe in fentries if fe.rank == stalled and fe.exitcode is not None and fe.exitcode < 0]
-    for fe in killed:
-        evidence.append(f"the agent reported rank {stalled} with exitcode {fe.exitcode} and no error of its own")
-    sig = catalog.get("dist.rank-stalled")
-    init = None
-    if stalled is not None:
-        init = Finding(
-            signature="dist.rank-stalled",
-            title=sig.title if sig else "Rank stalled: its peers timed out waiting for it",
-            role="initiating",
-            severity="error",
-            phase=sig.phase if sig else "any",
-            family="dist",
-            path=ll.path if ll else "",
-            line=ll.line if ll else 0,
-            text_line=ll.line if ll else 0,
-            offset=ll.offset if ll else 0,
-            text=ll.text if ll else "(no line from this rank)",
-            rank=stalled,
-            node_key=ll.node_key if ll else None,
-            attempt=attempt,
-            time=ll.time if ll else None,
-            extra={"silent_since": iso(ll.time) if ll else None},
-        )
-    collateral = _collateral_entries(coll, {stalled})
-    summary = (
-        f"rank {stalled} initiating: stalled (hang) - {len(collateral)} collateral timed out waiting for it"
-        if stalled is not None
-        else f"hang: {len(collateral)} ranks timed out; the stalled rank could not be identified"
-    )
-    return Incident(attempt, init, collateral, [], None, confidence, evidence, summary)
+        inc = launcher_incident(attempt, ctx or errs, fentries, catalog, job)
+    if inc is not None and inc.initiating is not None:
+        have = {_rkey(c) for c in inc.collateral} | {_rkey(inc.initiating)}
+        extra = agent_terminated(attempt, ranks_seen, have, all_fs, fentries, inc.initiating)
+        if extra:
+            inc.collateral = sorted(inc.collateral + extra, key=lambda f: (f.rank if f.rank is not None else 1 << 30))
+            inc.evidence.append(f"ranks {rank_ranges([f.rank for f in extra])} were terminated by the launcher "
+                                "before they printed an error of their own (collateral)")
+    return inc
 
 
-def _first_warning(f: Finding, job: JobState, catalog: Catalog, read_tail) -> dict | None:
-    """The first related WARN on the initiating rank in the minutes before its error."""
-    if f.rank is None:
+def _exitcode(f: Finding) -> int | None:
+    v = f.fields.get("exitcode")
+    try:
+        return int(v) if v is not None else None
+    except (TypeError, ValueError):
         return None
-    best = None
-    words = _PHASE_WORDS.get(f.phase, ())
-    from .matcher import Matcher  # local: avoid a cycle at import time
 
-    matcher = getattr(job, "_matcher", None) or Matcher(catalog)
-    job._matcher = matcher  # type: ignore[attr-defined]
-    for summary in job.sources():
-        if f.rank not in summary.ranks or summary.kind == "error-json":
+
+def _blamed_incident(attempt, blamed: dict[int, Finding], coll, lasts, catalog) -> Incident | None:
+    """A rank another rank's report names as the faulty one (PyTorch's monitored barrier,
+    "please check rank N logs for faulty rank"), when the named rank's own log is not here."""
+    blamers = {f.rank for f in blamed.values() if f.rank is not None}
+    cands = sorted(blamed, key=lambda r: (r in blamers, not (_ARRIVAL.search(blamed[r].text)
+                                                              or blamed[r].signature in _STALL_REPORTS), r))
+    r = cands[0]
+    b = blamed[r]
+    init = _entry(b, [b])
+    init.rank, init.local_rank, init.role = r, None, "initiating"
+    if _ARRIVAL.search(b.text) or b.signature in _STALL_REPORTS:
+        sig = catalog.get("dist.rank-stalled")
+        init.signature = "dist.rank-stalled"
+        init.title = sig.title if sig else "Rank stalled: its peers timed out waiting for it"
+        init.phase, init.family = (sig.phase, sig.family) if sig else ("any", "dist")
+        ll = lasts.get(r)
+        if ll is not None:  # its own last line, where it stopped
+            init.path, init.line, init.text_line, init.offset, init.text = ll.path, ll.line, ll.line, ll.offset, ll.text
+            init.time, init.node_key = ll.time, ll.node_key
+    else:
+        init.title = f"Named as the faulty rank by rank {b.rank if b.rank is not None else '?'}'s {b.exc_type or b.title}"
+    init.fields = {**b.fields, "named_by": b.rank}
+    collateral = []
+    seen = set()
+    for f in coll:
+        if f.rank == r or f.rank in seen:
             continue
-        same_file = summary.path == f.path
-        end = f.offset if same_file else None
-        blob = read_tail(summary.path, end, 2 << 20)
-        if not blob:
-            continue
-        lines = blob.split(b"\n")
-        if end is None and lines and not lines[-1]:
-            lines.pop()
-        # Line numbers: known exactly only in the same file (counted back from the error).
-        base = f.text_line - (len(lines) - 1) if same_file else None
-        for i, raw in enumerate(lines):
-            if i == 0 and (end is None or len(blob) >= (2 << 20)):
-                continue  # maybe a partial line
-            text = safe_line(raw).text
-            pre = parse_prefix(text)
-            rank = pre.rank
-            if rank is None and pre.local_rank is not None:
-                rank = None if summary.kind == "console" and len(summary.ranks) > 1 else f.rank
-            if summary.kind != "console" and rank is None:
-                rank = f.rank
-            if rank != f.rank and not (summary.kind == "console" and pre.local_rank == f.local_rank and pre.local_rank is not None):
-                continue
-            if parse_level(pre.text) != "warning":
-                continue
-            t, _ = parse_time(pre.text)
-            if f.time is not None and t is not None:
-                ft = f.time.replace(tzinfo=None)
-                tt = t.replace(tzinfo=None)
-                if tt > ft or ft - tt > WARNING_WINDOW:
-                    continue
-            elif not same_file:
-                continue
-            sig = matcher.match(pre.text)
-            low = pre.text.lower()
-            related = (sig is not None and (sig.family == f.family or sig.phase == f.phase)) or any(
-                w in low for w in words
-            )
-            if not related:
-                continue
-            cand = {
-                "signature": sig.id if sig else None,
-                "rank": f.rank,
-                "path": summary.path,
-                "line": (base + i) if base is not None else None,
-                "time": iso(t),
-                "text": pre.text.strip(),
-            }
-            key = (t.replace(tzinfo=None) if t else datetime.max, 0 if same_file else 1)
-            if best is None or key < best[0]:
-                best = (key, cand)
-            break  # the first in this source
-    return best[1] if best else None
+        seen.add(f.rank)
+        collateral.append(_entry(f, [f]))
+    evidence = [f"rank {b.rank if b.rank is not None else '?'} names rank {r} as the faulty rank: '{b.text[:200]}'; "
+                f"rank {r}'s own log is not in these logs (add it to see why it failed)"]
+    summary = f"rank {r} initiating: named as the faulty rank by its peer - {len(collateral)} collateral"
+    return Incident(attempt, init, collateral, [], None, "medium", evidence, summary)
+
+
+def _launcher_evidence(init: Finding, fentries, evidence: list[str], hypotheses: list[dict]) -> None:
+    root = [fe for fe in fentries if fe.root_cause]
+    named = sorted({fe.rank for fe in root if fe.rank != init.rank})
+    if named:
+        evidence.append(
+            f"torchrun's Root Cause names rank{'s' if len(named) > 1 else ''} {rank_ranges(named)}; Denpex says "
+            f"rank {init.rank} because its own log shows the first initiating failure (launcher summaries are not "
+            "trusted: one per node agent, each names the first exit it saw, often a victim)"
+        )
+        for fe in root:
+            if fe.rank != init.rank:
+                hypotheses.append({"signature": "torchelastic.failure-record", "rank": fe.rank, "path": fe.path,
+                                   "line": fe.line, "time": iso(fe.time), "text": f"exitcode {fe.exitcode}",
+                                   "rule": "per the launcher only (torchrun's Root Cause); the rank logs disagree"})
+    sigterm = sorted({fe.rank for fe in fentries if fe.exitcode == -15})
+    if sigterm:
+        evidence.append(f"the agent sent SIGTERM to ranks {rank_ranges(sigterm)} after the failure")
+
+
+def _hyp(f: Finding, rule: str) -> dict:
+    return {"signature": f.signature, "rank": f.rank, "path": f.path, "line": f.line, "time": iso(f.time),
+            "text": f.text[:300], "rule": rule}

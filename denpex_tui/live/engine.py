@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -30,23 +29,26 @@ from typing import Any, AsyncIterator
 
 from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.job import JobState, ProcessorResult
-from denpex_tui.core.lineparse import parse_prefix
+from denpex_tui.core.lineparse import label_kind, parse_line, stream_labels
 from denpex_tui.core.matcher import Matcher
 from denpex_tui.core.model import Finding, Incident, SourceInfo
 from denpex_tui.core.pipeline import SourceProcessor
 from denpex_tui.core.scan import read_tail
 from denpex_tui.core.sources import classify
 from denpex_tui.core.text import safe_line
-from denpex_tui.core.triage import triage
+from denpex_tui.core.triage import rank_ranges, triage
 
+from ._queue import ByteQueue
 from .sources import Chunk, SourceEvent
 from .stall import StallCleared, StallDetector, StallEvent
 
 __all__ = ["Engine", "FindingEvent", "IncidentEvent", "LinesEvent", "LogLine"]
 
 TRIAGE_INTERVAL_S = 0.25
-_ROLE_PREFIX = re.compile(rb"(?m)^\[[A-Za-z_-]*?(\d+)\]:")
+_MAX_EVENT_COLLATERAL = 20
 STALL_CHECK_S = 1.0
+QUEUE_BYTES = 16 << 20  # chunk bytes waiting between the tailer and the parse thread
+BATCH_BYTES = 8 << 20  # chunk bytes parsed per batch
 QUIET_CLOSE_S = 0.5  # a traceback with no new line for this long is complete
 
 
@@ -64,7 +66,19 @@ class IncidentEvent:
     incidents: list[Incident]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"event": "incident", **self.incident.to_json()}
+        """A bounded incident: the first collateral entries in full, all of them folded into
+        rank ranges per signature (10 000 collateral ranks stay a few lines of JSON)."""
+        d = self.incident.to_json()
+        for key, lst in (("collateral", self.incident.collateral), ("same_cause", self.incident.same_cause)):
+            if len(lst) > _MAX_EVENT_COLLATERAL:
+                folded: dict[str, list] = {}
+                for c in lst:
+                    folded.setdefault(c.signature, []).append(c.rank)
+                d[key] = d[key][:_MAX_EVENT_COLLATERAL]
+                d[f"{key}_folded"] = [{"signature": k, "ranks": rank_ranges(v), "count": len(v)}
+                                      for k, v in folded.items()]
+                d[f"{key}_total"] = len(lst)
+        return {"event": "incident", **d}
 
 
 @dataclass(slots=True)
@@ -95,11 +109,15 @@ def _polite_thread() -> None:
 
 
 def _incident_key(i: Incident) -> tuple:
+    """The diagnosis's identity: a change of the initiating finding's copy (the console's line
+    replaced by the per-rank file's) is a change too, so live and batch point at the same line."""
     init = i.initiating
     return (
         i.attempt,
         init.signature if init else None,
         init.rank if init else None,
+        init.path if init else None,
+        init.line if init else None,
         tuple(sorted((c.rank if c.rank is not None else -1, c.signature) for c in i.collateral)),
         tuple(sorted(s.rank if s.rank is not None else -1 for s in i.same_cause)),
         i.confidence,
@@ -195,8 +213,9 @@ class Engine:
                 if key is not None:
                     self.stall.observe(key, info.node_key, now)
             else:
-                for m in set(_ROLE_PREFIX.findall(data)):
-                    self.stall.observe(("local", info.node_key, int(m)), info.node_key, now)
+                for label, n in stream_labels(data).items():
+                    key = ("local", info.node_key, n) if label_kind(label) == "local" else n
+                    self.stall.observe(key, info.node_key, now)
         if not self.keep_lines:
             return
         n_lines = data.count(b"\n")
@@ -217,7 +236,7 @@ class Engine:
         while start < len(data):
             nl = data.find(b"\n", start)
             st = safe_line(data[start:nl])
-            pre = parse_prefix(st.text)
+            pre = parse_line(st.text)
             rank = pre.rank if pre.rank is not None else (pre.task if pre.task is not None else (info.file_rank if info.file_rank is not None else info.exec_rank))
             local = pre.local_rank if pre.local_rank is not None else info.local_rank
             ll = LogLine(info.path, lineno, st.text, st.spans, rank, local, info.node_key, now)
@@ -289,7 +308,7 @@ class Engine:
 
     async def run(self) -> AsyncIterator[Any]:
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue(maxsize=1024)
+        queue = ByteQueue(max_bytes=QUEUE_BYTES)  # bounded in bytes: one huge line is 1 MiB pieces
         done = object()
 
         async def pump() -> None:
@@ -313,12 +332,14 @@ class Engine:
                     break
                 batch: list[Chunk] = []
                 others: list[Any] = []
+                batch_bytes = 0
                 while item is not None and item is not done:
                     if isinstance(item, Chunk):
                         batch.append(item)
+                        batch_bytes += len(item.data)
                     else:
                         others.append(item)
-                    if len(batch) >= 256 or queue.empty():
+                    if len(batch) >= 256 or batch_bytes >= BATCH_BYTES or queue.empty():
                         break
                     item = queue.get_nowait()
                 now = time.monotonic()

@@ -13,6 +13,7 @@ that the stream broke (and could replay old lines).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import re
 import signal
@@ -20,9 +21,30 @@ from typing import AsyncIterator
 
 from .sources import MAX_LINE, Chunk, SourceEvent
 
-__all__ = ["ExecSource", "parse_exec_spec"]
+__all__ = ["ExecSource", "parse_exec_spec", "kill_all"]
 
 _RANK_SPEC = re.compile(r"^\s*(\d+)=(.*)$", re.S)
+
+# Process groups of the commands still running. Each command runs in its own session (a
+# terminal's hangup must not reach it behind our back), so nothing else stops them when
+# Denpex dies: the signal handlers of follow and watch, and exit, call kill_all().
+_RUNNING: set[int] = set()
+
+
+def kill_all(sig: int = signal.SIGTERM) -> int:
+    """Signal every running command's process group (synchronous, signal-handler safe);
+    returns how many groups were signalled."""
+    n = 0
+    for pgid in list(_RUNNING):
+        try:
+            os.killpg(pgid, sig)
+            n += 1
+        except (ProcessLookupError, PermissionError):
+            _RUNNING.discard(pgid)
+    return n
+
+
+atexit.register(lambda: kill_all(signal.SIGKILL))
 
 
 def parse_exec_spec(text: str) -> tuple[int | None, str]:
@@ -83,6 +105,7 @@ class ExecSource:
             yield SourceEvent(self.path, "error", f"cannot start: {e.strerror or e}", self.source_id, kind="exec")
             return
         proc = self.proc
+        _RUNNING.add(proc.pid)
         yield SourceEvent(self.path, "added", f"pid {proc.pid}" + (f", rank {self.rank}" if self.rank is not None else ""),
                           self.source_id, kind="exec")
         assert proc.stdout is not None
@@ -110,22 +133,41 @@ class ExecSource:
             yield self._chunk(pending + b"\n", off, True, cont, "output ended without a newline; newline added")
         rc = await proc.wait()
         self.returncode = rc
+        self._closed()
         if not self._stopping:
             yield SourceEvent(self.path, "exited", _describe_exit(rc) + " (not restarted)", self.source_id, kind="exec")
+
+    def _closed(self) -> None:
+        """The command ended: forget its group, and close the pipe transport while the
+        loop still runs (else its finalizer, after ``asyncio.run`` ends, prints "Event
+        loop is closed" for a command that was still writing, such as ``yes``)."""
+        proc = self.proc
+        if proc is None:
+            return
+        _RUNNING.discard(proc.pid)
+        transport = getattr(proc, "_transport", None)
+        if transport is not None:
+            transport.close()
 
     async def stop(self, grace: float = 2.0) -> None:
         """Terminate the command's process group (SIGTERM, then SIGKILL after ``grace``)."""
         self._stopping = True
         proc = self.proc
-        if proc is None or proc.returncode is not None:
+        if proc is None:
             return
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
-            try:
-                os.killpg(proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                return
-            try:
-                await asyncio.wait_for(proc.wait(), wait)
-                return
-            except asyncio.TimeoutError:
-                continue
+        if proc.returncode is None:
+            for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    break
+                try:
+                    await asyncio.wait_for(proc.wait(), wait)
+                    break
+                except asyncio.TimeoutError:
+                    continue
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # what the shell left behind in its group
+        except (ProcessLookupError, PermissionError):
+            pass
+        self._closed()

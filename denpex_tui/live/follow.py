@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 from typing import Any
 
 from denpex_tui.core.catalog import load_catalog
-from denpex_tui.core.text import safe_str
+from denpex_tui.core.text import safe_json, safe_str
 
 from .engine import Engine, LinesEvent
+from .execsource import kill_all
 from .sources import SourceEvent
 from .stall import StallCleared, StallEvent
 
@@ -57,20 +59,27 @@ def readable(d: dict[str, Any]) -> str:
 async def _follow(engine: Engine, as_json: bool) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP (the terminal or the ssh session went away) and SIGPIPE (the reader of our
+    # output went away) end the engine as SIGTERM does: its --exec commands are stopped
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
         try:
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
+        except (NotImplementedError, RuntimeError, ValueError):
             pass
     out = sys.stdout
 
     async def consume() -> None:
-        async for ev in engine.run():
-            d = event_dict(engine, ev)
-            if d is None:
-                continue
-            out.write((json.dumps(d, ensure_ascii=False) if as_json else readable(d)) + "\n")
-            out.flush()
+        events = engine.run()
+        try:
+            async for ev in events:
+                d = event_dict(engine, ev)
+                if d is None:
+                    continue
+                d = safe_json(d)  # node names, paths, warnings: every string through the one door
+                out.write((json.dumps(d, ensure_ascii=False) if as_json else readable(d)) + "\n")
+                out.flush()
+        finally:
+            await events.aclose()  # the engine's own clean-up (commands stopped, files closed)
 
     task = asyncio.create_task(consume())
     waiter = asyncio.create_task(stop.wait())
@@ -81,6 +90,8 @@ async def _follow(engine: Engine, as_json: bool) -> None:
         await asyncio.wait_for(task, timeout=5)
     except (asyncio.TimeoutError, asyncio.CancelledError):
         task.cancel()
+    except BrokenPipeError:
+        pass
 
 
 def run_follow(args, sig_dirs: list[str]) -> int:
@@ -90,7 +101,7 @@ def run_follow(args, sig_dirs: list[str]) -> int:
         raise UsageError("--follow needs a PATH or an --exec command")
     catalog = load_catalog(sig_dirs)
     for p in catalog.problems:
-        print(f"denpex: signatures: {p}", file=sys.stderr)
+        print(f"denpex: signatures: {safe_str(p)}", file=sys.stderr)
     if args.max_stat_rate <= 0:
         raise UsageError("--max-stat-rate must be a positive number of calls per second")
     engine = Engine(list(args.paths), catalog, execs=list(args.exec_cmds or []),
@@ -99,4 +110,12 @@ def run_follow(args, sig_dirs: list[str]) -> int:
         asyncio.run(_follow(engine, args.json))
     except KeyboardInterrupt:
         pass
+    except BrokenPipeError:
+        pass
+    finally:
+        kill_all(signal.SIGKILL)  # whatever the engine could not stop in time
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader is gone: nothing more to say, quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

@@ -30,6 +30,10 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from denpex_tui.core.sources import link_outside, sniff, special_target
+
+from ._records import LineRecords
+
 __all__ = [
     "Chunk",
     "SourceEvent",
@@ -44,7 +48,9 @@ __all__ = [
 ]
 
 HEAD_BYTES = 1024  # head fingerprint: first KiB of the file
-OVERLAP = 64  # bytes before our offset re-read with every read to verify continuity
+OVERLAP = 4096  # bytes before our offset re-read with every read to verify continuity
+CKPT_SAMPLE = 256  # bytes before a line-boundary checkpoint kept to verify it
+MTIME_SLACK_S = 2.0  # a write this close to the last mtime may not change it (timestamp tick)
 MAX_LINE = 1 << 20  # a line longer than this is emitted in pieces of this size
 READ_CHUNK = 8 << 20  # largest single read (history and catch-up)
 NUL_HOLD_S = 1.0  # NUL bytes at the end of a read are held back this long (NFS holes)
@@ -74,7 +80,8 @@ class Chunk:
 
     ``data`` always ends with ``b"\\n"``.  ``offset`` is the byte offset of ``data[0]``
     in the file (for ``kind == "exec"``: bytes read from the command so far).  After a
-    rotation or truncation the offset starts again at 0 (a ``SourceEvent`` says why).
+    rotation the offset starts again at 0; after a truncation it is where reading resumed,
+    the line boundary before the first changed byte (a ``SourceEvent`` says why).
 
     ``history``      the bytes were in the file when it was first opened at start-up
                      (the fast history scan), not appended while following.
@@ -138,7 +145,7 @@ class PollResult:
     hold: bool = False  # something is held back briefly (NUL bytes): poll again soon
     done: bool = False  # remove this pollable
     hint: float | None = None  # do not poll again before this many seconds (errors)
-    discovered: list = field(default_factory=list)  # DirWatch: [(path, history_only, startup, explicit)]
+    discovered: list = field(default_factory=list)  # DirWatch: [(path, history_only, startup, explicit, link)]
     new_dirs: list = field(default_factory=list)  # DirWatch: [DirWatch]
 
 
@@ -162,7 +169,7 @@ class _Open:
     __slots__ = (
         "fd", "dev", "ino", "size", "mtime_ns", "nlink", "pos", "emit_off", "pending",
         "pending_cont", "tail", "head", "ckpts", "history_end", "skip_nl", "nul_since",
-        "last_growth", "static", "wd", "note", "gz",
+        "last_growth", "static", "wd", "note", "gz", "recs", "dup_until", "skip_note",
     )
 
     def __init__(self, fd: int, st: os.stat_result | None, now: float) -> None:
@@ -179,6 +186,9 @@ class _Open:
         self.tail = b""  # up to OVERLAP bytes just before ``pos``
         self.head = b""  # up to HEAD_BYTES bytes at offset 0
         self.ckpts: list[tuple[int, bytes]] = []  # (line-boundary offset, bytes before it)
+        self.recs = LineRecords()  # the last lines emitted, to resume exactly after a truncation
+        self.dup_until = 0  # bytes before this were emitted already (a torn line read again)
+        self.skip_note = ""  # said on the next chunk (a skipped hole)
         self.history_end = -1
         self.skip_nl = False
         self.nul_since: float | None = None
@@ -201,6 +211,36 @@ class _Open:
             except OSError:
                 pass
             self.fd = -1
+
+
+def _data_after(fd: int, pos: int, size: int) -> int:
+    """Where data starts at or after ``pos`` (SEEK_DATA; ``size`` if only a hole is left;
+    ``pos`` where the filesystem cannot tell)."""
+    try:
+        return os.lseek(fd, pos, os.SEEK_DATA)
+    except OSError as e:
+        return max(pos, size) if e.errno == errno.ENXIO else pos
+    except AttributeError:
+        return pos
+
+
+def _recent(mtime_ns: int) -> bool:
+    return abs(time.time() - mtime_ns / 1e9) < MTIME_SLACK_S
+
+
+def _common(a: bytes, b: bytes) -> int:
+    """Length of the common prefix of ``a`` and ``b``."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _split_long(complete: bytes) -> list[tuple[bytes, bool, bool]] | None:
@@ -258,10 +298,11 @@ class FileFollower:
       name (on NFS: open+fstat+close, which refreshes the attribute cache): another
       inode means rotation (the old file is drained first, then followed for
       ``LINGER_S`` more in case its writer has not reopened yet); no name means deleted.
-    * A truncation, or a changed head fingerprint (truncate and regrow past our offset
-      between two polls), first tries to read the lost tail from ``<path>.1`` (the copy
-      ``logrotate copytruncate`` makes), verified by head and overlap fingerprints; if
-      that is not possible a ``possibly-lost`` event says so.
+    * A truncation (to any size), or changed bytes before our offset (truncated and
+      regrown between two polls, even to the same size in the same mtime tick), first
+      tries to read the lost tail from ``<path>.1`` (the copy ``logrotate copytruncate``
+      makes), then reads again from the first changed line (``_rewind``); lines possibly
+      cut before we read them are announced by a ``possibly-lost`` event.
     """
 
     kind = "file"
@@ -278,6 +319,7 @@ class FileFollower:
         history_only: bool = False,
         cto: bool = False,
         inotify: Any = None,
+        link_outside: str = "",
     ) -> None:
         if start not in ("begin", "end"):
             raise ValueError("start must be 'begin' or 'end'")
@@ -302,6 +344,9 @@ class FileFollower:
         self.force_name_check = False
         self.missing_since: float | None = None
         self.lost: _Open | None = None  # identity of a file we lost to an I/O error
+        self.odd_name = False  # the name points to a FIFO, device... instead of a file
+        self.link_outside = link_outside  # a link out of the followed tree: its target
+        self.sniffed = False  # told text from binary (from the first bytes)
         # scheduling state, owned by the Tailer
         self.lane: Any = None
         self.interval = 0.0
@@ -377,29 +422,41 @@ class FileFollower:
                     )
                     off += len(piece) - (1 if pe else 0)
             cont = False
+            f.recs.add(start, complete)
             start += len(complete)
-            f.ckpts.append((start, complete[-OVERLAP:]))
+            f.ckpts.append((start, complete[-CKPT_SAMPLE:]))
             if len(f.ckpts) > MAX_CKPTS:
                 f.ckpts = f.ckpts[:-4:2] + f.ckpts[-4:]
         else:
             rest = buf
-        while len(rest) > MAX_LINE:
-            piece = rest[:MAX_LINE]
-            r.items.append(self._chunk(f, piece + b"\n", start, history, True, cont, "line longer than 1 MiB split"))
-            start += MAX_LINE
-            rest = rest[MAX_LINE:]
-            cont = True
+        if len(rest) > MAX_LINE:
+            j = 0  # pieces cut by index: re-slicing the rest each time copies it again
+            while len(rest) - j > MAX_LINE:
+                piece = rest[j : j + MAX_LINE] + b"\n"
+                r.items.append(self._chunk(f, piece, start, history, True, cont, "line longer than 1 MiB split"))
+                start += MAX_LINE
+                j += MAX_LINE
+                cont = True
+            rest = rest[j:]
         f.pending = rest
         f.pending_cont = cont
         f.emit_off = start
 
-    def _flush(self, f: _Open, r: PollResult, why: str) -> None:
+    def _flush(self, f: _Open, r: PollResult, why: str) -> bool:
+        if f.pending and f.emit_off + len(f.pending) <= f.dup_until:
+            # the head of a line cut by a truncation, emitted already with its line: not again
+            f.emit_off += len(f.pending)
+            f.pending = b""
+            f.pending_cont = False
+            return False
         if f.pending:
             history = f.history_end >= f.pos
             r.items.append(self._chunk(f, f.pending + b"\n", f.emit_off, history, True, f.pending_cont, why))
             f.emit_off += len(f.pending)
             f.pending = b""
             f.pending_cont = False
+            return True
+        return False
 
     # -- reading -----------------------------------------------------------
     def _read(self, f: _Open, size: int, now: float, r: PollResult, note: str = "") -> str:
@@ -430,6 +487,11 @@ class FileFollower:
                 if not new:
                     return "ok"
             else:
+                if z == 0:
+                    d = _data_after(f.fd, f.pos, size)
+                    if d - f.pos > len(new):  # a hole past this read: jump over it at seek speed
+                        self._skip_hole(f, d, size, now, r)
+                        return "ok"
                 stripped = _NUL_RUN.sub(b"", new)
                 dropped = len(new) - len(stripped)
                 f.nul_since = None
@@ -437,6 +499,9 @@ class FileFollower:
                     note = (note + "; " if note else "") + f"dropped {dropped} NUL bytes (sparse region or unwritten NFS pages)"
         else:
             f.nul_since = None
+        if f.skip_note:
+            note = (note + "; " if note else "") + f.skip_note
+            f.skip_note = ""
         read_start = f.pos
         f.pos += len(new)
         hl = len(f.head)
@@ -447,6 +512,7 @@ class FileFollower:
         history = f.history_end >= f.pos
         if dropped:
             self._emit(f, _NUL_RUN.sub(b"", new), r, history, note)
+            f.recs.clear()  # what was emitted is not the file's bytes
             if not f.pending:
                 f.emit_off += dropped
         else:
@@ -458,32 +524,51 @@ class FileFollower:
             r.more = True
         return "ok"
 
-    def _verify(self, f: _Open, r: PollResult) -> Any:
-        """After a suspected rewrite: ``"ok"``, ``"head"`` or ``("inplace", offset)``."""
-        if f.tail and f.pos >= len(f.tail):
-            if os_pread(f.fd, len(f.tail), f.pos - len(f.tail)) == f.tail:
-                return "ok"
-        elif not f.tail:
-            return "ok"
-        if f.head and os_pread(f.fd, len(f.head), 0) != f.head:
-            return "head"
-        for i in range(len(f.ckpts) - 1, -1, -1):
-            off, sample = f.ckpts[i]
-            if off <= f.pos and os_pread(f.fd, len(sample), off - len(sample)) == sample:
-                return ("inplace", i)
-        return ("inplace", -1)
-
-    def _reset(self, f: _Open) -> None:
-        f.pos = 0
-        f.emit_off = 0
-        f.pending = b""
-        f.pending_cont = False
-        f.tail = b""
-        f.head = b""
-        f.ckpts = []
-        f.history_end = -1
-        f.skip_nl = False
+    def _skip_hole(self, f: _Open, to: int, size: int, now: float, r: PollResult) -> None:
+        """A sparse region (never written: zeros) from our offset to ``to``: skipped, as
+        runs of NUL bytes are dropped; the next chunk's note says how much."""
+        f.skip_note = f"skipped {to - f.pos} bytes of a sparse region (a hole)"
+        f.pos = to
+        if not f.pending:
+            f.emit_off = to
+        f.tail = b""  # zeros: nothing to compare (the head still is)
+        f.recs.clear()
         f.nul_since = None
+        f.last_growth = now
+        r.active = True
+        if f.pos < size:
+            r.more = True
+
+    def _resume_point(self, f: _Open, size: int) -> tuple[int, str, int] | None:
+        """Where to read again after the file shrank below our offset or its bytes before
+        it changed: ``(offset, how, changed_at)``, or None when nothing changed.
+
+        ``offset`` is a line boundary; the bytes before it are the ones we read.  ``how``:
+
+        * ``"exact"``: proven by the head (compared from offset 0) or by the recorded
+          lines (``LineRecords``: a line unchanged at its offset is one we had read);
+        * ``"repeat"``: the change is older than the recorded lines (more than 64 KiB
+          before our offset, past the head): read again from the last checkpoint that
+          still matches; lines after it may repeat.
+        """
+        t, h = f.tail, f.head
+        if h:
+            cur = os_pread(f.fd, len(h), 0)
+            if cur != h:
+                j = _common(cur, h)
+                return h.rfind(b"\n", 0, j) + 1, "exact", j
+        if size >= f.pos and (not t or os_pread(f.fd, len(t), f.pos - len(t)) == t):
+            return None  # the head and the bytes just before our offset are as we read them
+        recs = f.recs
+        if recs.end == f.emit_off and (recs or recs.base <= len(h)):
+            count, off = recs.matched(lambda n, o: os_pread(f.fd, n, o), size)
+            if count or recs.base <= len(h):
+                return off, "exact", off
+        m = min(size, recs.base if recs.end == f.emit_off else f.pos)
+        for off, sample in reversed(f.ckpts):
+            if len(h) <= off <= m and os_pread(f.fd, len(sample), off - len(sample)) == sample:
+                return off, "repeat", m
+        return h.rfind(b"\n") + 1, "repeat", m
 
     def _try_recover(self, f: _Open, now: float, r: PollResult) -> _Open | None:
         """After copytruncate: open ``<path>.1`` if it is a copy of what we were reading."""
@@ -516,55 +601,66 @@ class FileFollower:
         f.pending_cont = False
         return o
 
-    def _truncated(self, f: _Open, size: int, now: float, r: PollResult, regrown: bool) -> None:
-        old_pos = f.pos
-        rec = self._try_recover(f, now, r)
+    def _rewind(self, f: _Open, size: int, now: float, r: PollResult) -> bool:
+        """The file is shorter than our offset, or its bytes before our offset changed
+        (truncated and rewritten between two polls, or rewritten in place): read again
+        from the last line boundary before the first changed byte, so that no unchanged
+        line is emitted twice and no new one is skipped.  Returns False if nothing changed.
+
+        Lines the writer appended after our last read and before the truncation are gone
+        from the file: they are read from ``<path>.1`` when that is a copy of what we were
+        reading (logrotate's copytruncate); otherwise a ``possibly-lost`` event says so."""
+        shrunk = size < f.pos
+        d = self._resume_point(f, size)
+        if d is None:
+            return False
+        b, how, m = d
+        b = min(b, f.emit_off)  # a partial line is read again from its start
+        old_pos, old_emit = f.pos, f.emit_off
+        rec = None
+        if b < f.emit_off or b == 0:
+            rec = self._try_recover(f, now, r)
         if rec is not None:
             self.old.insert(0, rec)
             self._poll_old(rec, now, r)
-        else:
+        elif b < f.emit_off:
+            # the partial line after the change was never emitted and is gone from the file
             self._flush(f, r, "partial line before truncation; newline added")
-        self._reset(f)
-        if not regrown:
-            detail = f"size {size} < offset {old_pos} (copytruncate?)"
-            state = "truncated"
+        # the bytes from b that are still the ones we emitted (the head of a torn line)
+        lo = f.pos - len(f.tail)
+        known = f.tail[b - lo :] if b >= lo else f.head[b:]
+        known = known[: max(0, old_emit - b)]
+        f.dup_until = b + _common(os_pread(f.fd, len(known), b), known) if known else 0
+        n = min(OVERLAP, b)
+        f.tail = os_pread(f.fd, n, b - n) if n else b""  # bytes before b: ours, by the above
+        f.pos = f.emit_off = b
+        f.pending, f.pending_cont = b"", False
+        f.head = f.head[:b]
+        f.ckpts = [(o, s) for o, s in f.ckpts if o <= b]
+        f.recs.cut(b)
+        f.history_end = -1
+        f.skip_nl = False
+        f.nul_since = None
+        if shrunk:
+            state, detail = "truncated", f"size {size} < offset {old_pos} (copytruncate?)"
         else:
-            detail = f"truncated and regrown to {size} bytes past offset {old_pos} between two polls (head fingerprint changed)"
             state = "truncated" if rec is not None else "possibly-lost"
+            detail = (f"content before offset {old_pos} changed at offset {m} between two polls "
+                      f"(truncated and rewritten, or rewritten in place)")
         if rec is not None:
             detail += f"; the rest of the old content is read from {self.path}.1"
-        elif regrown:
+        elif not shrunk:
             detail += "; lines appended after our last read and before the truncation may be lost"
-        r.items.append(SourceEvent(self.path, state, detail + "; reading from the start", self.source_id))
-
-    def _changed(self, f: _Open, size: int, now: float, r: PollResult) -> None:
-        v = self._verify(f, r)
-        if v == "ok":
-            return
-        if v == "head":
-            self._truncated(f, size, now, r, regrown=True)
-            return
-        idx = v[1]
-        old_pos = f.pos
-        if idx >= 0:
-            off, sample = f.ckpts[idx]
-            f.ckpts = f.ckpts[: idx + 1]
-            f.tail = sample
+        if not b:
+            detail += "; reading from the start"
+        elif how == "exact":
+            detail += f"; unchanged up to offset {b}: reading from there"
+        elif how == "assumed":
+            detail += f"; taken as unchanged up to offset {b}: reading from there"
         else:
-            off = 0
-            f.ckpts = []
-            f.tail = b""
-        f.pos = off
-        f.emit_off = off
-        f.pending = b""
-        f.pending_cont = False
-        f.skip_nl = False
-        self._event(
-            r,
-            "replaced",
-            f"content before offset {old_pos} was rewritten in place (same head); re-reading from offset {off}"
-            + (" (lines in between may repeat)" if off < old_pos else ""),
-        )
+            detail += f"; reading again from offset {b}: lines up to offset {m} may repeat"
+        r.items.append(SourceEvent(self.path, state, detail, self.source_id))
+        return True
 
     def _poll_old(self, o: _Open, now: float, r: PollResult) -> None:
         """Drain an old inode (rotated away, deleted, or a copytruncate copy)."""
@@ -600,6 +696,9 @@ class FileFollower:
         r.calls += 1
         if not stat_mod.S_ISREG(st.st_mode):
             raise NotRegularFile(errno.EINVAL, _kind_of(st.st_mode))
+        why = special_target(self.path) if not self.history_only else None
+        if why:  # /proc/kmsg says it is a regular file
+            raise NotRegularFile(errno.EINVAL, why)
         fd = os_open(self.path, _O_FLAGS)
         r.calls += 1
         try:
@@ -639,7 +738,8 @@ class FileFollower:
         except NotRegularFile as e:
             self.state = "error"
             self._error(r, f"{e.strerror}: not followed")
-            r.hint = RETRY_S
+            # a followed file replaced by a FIFO... may come back soon: retry every second
+            r.hint = 1.0 if self.ever_opened else RETRY_S
             return
         except PermissionError:
             self.state = "error"
@@ -656,7 +756,7 @@ class FileFollower:
         self.lost = None
         if lost is not None and (lost.dev, lost.ino) == (o.dev, o.ino) and o.size >= lost.pos:
             o.pos, o.emit_off, o.pending, o.pending_cont = lost.pos, lost.emit_off, lost.pending, lost.pending_cont
-            o.tail, o.ckpts = lost.tail, lost.ckpts
+            o.tail, o.ckpts, o.recs = lost.tail, lost.ckpts, lost.recs
             detail = f"reopened after an error; continuing at offset {o.pos}"
         elif lost is not None:
             detail = "reopened after an error: a different file; reading from the start"
@@ -675,6 +775,8 @@ class FileFollower:
                 o.history_end = o.size
         elif self.ever_opened:
             detail = "recreated; " + detail
+        if self.link_outside and not self.ever_opened:
+            detail += f"; followed a link outside the tree (to {self.link_outside})"
         if self.gz:
             o.history_end = 1 << 62
         self.ever_opened = True
@@ -731,6 +833,14 @@ class FileFollower:
                 r.more = True
                 return  # finish the old file (or recovered copy) before reading the new one
         f = self.cur
+        if not self.sniffed and f.head.rstrip(b"\0"):
+            self.sniffed = True
+            if sniff(f.head) == "binary":  # as scan does
+                self._error(r, "binary file, not a log: not followed")
+                self.close()
+                self.state = "done"
+                r.done = True
+                return
         try:
             st = os_fstat(f.fd)
         except OSError as e:
@@ -741,17 +851,20 @@ class FileFollower:
         size = st.st_size
         grew = False
         if size < f.pos:
-            self._truncated(f, size, now, r, regrown=False)
+            self._rewind(f, size, now, r)
             if any(o.static for o in self.old):
                 f.size, f.mtime_ns = size, st.st_mtime_ns
                 r.more = True
                 return
-        elif size == f.pos and st.st_mtime_ns != f.mtime_ns and f.pos > 0:
-            self._changed(f, size, now, r)
+        elif size == f.pos and f.pos > 0 and (st.st_mtime_ns != f.mtime_ns or _recent(st.st_mtime_ns)):
+            # same size: truncated and rewritten to the same length? A write in the same
+            # timestamp tick as the last one leaves the mtime unchanged, so while the mtime
+            # is recent the bytes are checked (head and the window before our offset)
+            self._rewind(f, size, now, r)
         if size > f.pos:
             before = f.pos
             if self._read(f, size, now, r) == "mismatch":
-                self._changed(f, size, now, r)
+                self._rewind(f, size, now, r)
                 if any(o.static for o in self.old):
                     f.size, f.mtime_ns = size, st.st_mtime_ns
                     r.more = True
@@ -766,15 +879,18 @@ class FileFollower:
             r.done = True
             return
         if f.pending and not grew and now - f.last_growth >= PARTIAL_TIMEOUT_S and not r.hold:
-            self._flush(f, r, f"partial line quiet for {PARTIAL_TIMEOUT_S:g} s; newline added")
-            f.pending_cont = True
+            if self._flush(f, r, f"partial line quiet for {PARTIAL_TIMEOUT_S:g} s; newline added"):
+                f.pending_cont = True
         at_eof = f.pos >= size and not r.more
         since = now - self.last_name_check
         if at_eof and not self.history_only and (
             self.force_name_check or since >= max(NAME_CHECK_MAX_S, self.name_check_min)
+            or (self.odd_name and since >= NAME_CHECK_MIN_S)
             or (not grew and since >= self.name_check_min)
         ):
             self._name_check(now, r)
+        if self.odd_name:
+            r.hold = True  # poll again soon: the name is checked every second meanwhile
 
     def _name_check(self, now: float, r: PollResult) -> None:
         self.last_name_check = now
@@ -818,6 +934,7 @@ class FileFollower:
         if self.err is not None:
             self.err = None
         if (st.st_dev, st.st_ino) == (cur.dev, cur.ino):
+            self.odd_name = False
             return
         self._switch(now, r)
 
@@ -830,6 +947,9 @@ class FileFollower:
             return
         except NotRegularFile as e:
             self._error(r, f"{e.strerror} now: not followed")
+            # a regular file may take its place at any time, and nothing announces it (the
+            # inotify watch is on the old file): look at the name every second meanwhile
+            self.odd_name = True
             return
         except OSError as e:
             self._error(r, f"open: {e.strerror or e}")
@@ -858,7 +978,7 @@ class FileFollower:
                         ok = False
                 if ok:
                     new.pos, new.emit_off, new.pending, new.pending_cont = cur.pos, cur.emit_off, cur.pending, cur.pending_cont
-                    new.tail, new.ckpts = cur.tail, cur.ckpts
+                    new.tail, new.ckpts, new.recs = cur.tail, cur.ckpts, cur.recs
                     cur.pending = b""
                     detail = f"replaced by a file with the same content up to offset {cur.pos}; continuing there"
         # The new name exists now, so whatever the writer put in the old file before
@@ -874,6 +994,7 @@ class FileFollower:
         cur.note = "late write to the old (rotated) file"
         self.old.append(cur)
         self.cur = new
+        self.odd_name = False
         self._event(r, state, detail)
         if r.more:
             return  # the old file is not drained yet (budget): the new one waits
@@ -883,7 +1004,7 @@ class FileFollower:
             r.calls += 1
             if st.st_size > new.pos:
                 if self._read(new, st.st_size, now, r) == "mismatch":
-                    self._changed(new, st.st_size, now, r)
+                    self._rewind(new, st.st_size, now, r)
             new.size, new.mtime_ns = st.st_size, st.st_mtime_ns
         except OSError as e:
             self._io_error(e, now, r, "fstat")
@@ -995,8 +1116,9 @@ class SourceSpec:
 
 def expand_spec(text: str) -> SourceSpec:
     """Classify a path argument without touching the filesystem (except for ``dir``
-    vs ``file`` of an existing path, which is decided by the first poll instead)."""
-    if _has_magic(text):
+    vs ``file`` of an existing path, which is decided by the first poll instead). A path that
+    exists is that path even when its name holds ``[`` or ``*`` (as ``scan`` does)."""
+    if _has_magic(text) and not os.path.lexists(text):
         parts = text.split("/")
         root_parts: list[str] = []
         for p in parts:
@@ -1042,6 +1164,8 @@ class DirWatch:
         self.wd: int | None = None
         self.state = "new"
         self.source_id = "dir:" + os.path.abspath(path)
+        self.refused: set[str] = set()  # links to special files, reported once
+        self.root_real: str | None = None
         # scheduling state, owned by the Tailer
         self.lane: Any = None
         self.interval = 0.0
@@ -1092,7 +1216,7 @@ class DirWatch:
         if not stat_mod.S_ISDIR(st.st_mode):
             if self.is_root and self.spec.kind == "path":
                 # the argument turned out to be a file: the tailer follows it instead
-                r.discovered.append((self.path, False, self.state == "new", True))
+                r.discovered.append((self.path, False, self.state == "new", True, ""))
                 r.done = True
                 return r
             if self.is_root:
@@ -1149,7 +1273,7 @@ class DirWatch:
                 if mode is not None:
                     self.children.add(name)
                     r.new_dirs.append(DirWatch(e.path, self.spec, rel, mode, startup=startup, inotify=self.inotify))
-            elif is_file:
+            elif is_file or e.is_symlink():
                 if self.mode == "all":
                     c = classify_name(name)
                 else:
@@ -1158,10 +1282,28 @@ class DirWatch:
                         c = classify_name(name) or "live"
                         if c == "rotated" and not _has_magic(self.spec.pats[-1]):
                             c = "live"
+                if c is None:
+                    continue
+                link = ""
+                if e.is_symlink():
+                    why = special_target(e.path)
+                    if why is None and not is_file and os.path.exists(e.path):
+                        why = "a FIFO, device or socket"
+                    if why:  # refused as scan refuses such a file named directly
+                        if e.path not in self.refused:
+                            self.refused.add(e.path)
+                            r.items.append(SourceEvent(e.path, "error", f"a link to {why}: not followed",
+                                                       os.path.abspath(e.path)))
+                        continue
+                    if not is_file:
+                        continue  # a dangling link
+                    if self.root_real is None:
+                        self.root_real = os.path.realpath(self.spec.root)
+                    link = link_outside(e.path, self.root_real) or ""
                 if c == "live":
-                    r.discovered.append((e.path, False, startup, False))
+                    r.discovered.append((e.path, False, startup, False, link))
                 elif c == "rotated" and startup:
-                    r.discovered.append((e.path, True, startup, False))
+                    r.discovered.append((e.path, True, startup, False, link))
         # forget children that disappeared so a re-created one is found again
         if self.children:
             names = {e.name for e in entries}

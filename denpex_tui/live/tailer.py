@@ -61,6 +61,7 @@ from typing import Any, Iterable
 from denpex_tui.probes.mounts import MountTable
 
 from ._fsinfo import CTO_FS, NAME_EVENTS, Inotify
+from ._malloc import big_buffers_unmapped
 from .sources import (
     NAME_CHECK_MIN_S,
     NAME_CHECK_WATCHED_S,
@@ -326,6 +327,7 @@ class Tailer:
         proctable: Any = None,
         mounts: MountTable | None = None,
     ) -> None:
+        big_buffers_unmapped()  # a huge line must not leave the heaps fragmented (see _malloc)
         self.specs = [expand_spec(p) for p in paths]
         self.exec_specs = list(execs)
         self.start = "end" if from_end else "begin"
@@ -485,7 +487,7 @@ class Tailer:
         self._setup(d, "dir")
         self._enqueue(d, urgent=True)
 
-    def _add_file(self, path: str, history_only: bool, startup: bool, explicit: bool) -> None:
+    def _add_file(self, path: str, history_only: bool, startup: bool, explicit: bool, link: str = "") -> None:
         sid = os.path.abspath(path)
         if sid in self.followers:
             return
@@ -505,6 +507,7 @@ class Tailer:
             history_only=history_only,
             cto=fstype in CTO_FS,
             inotify=self._ino,
+            link_outside=link,
         )
         self.followers[sid] = f
         self._setup(f, "file")
@@ -782,10 +785,10 @@ class Tailer:
                 self.bucket.charge(r.calls - 1, now)
             for item in r.items:
                 self._put(item)
-            for path, hist_only, startup, explicit in r.discovered:
+            for path, hist_only, startup, explicit, link in r.discovered:
                 f = self.followers.get(os.path.abspath(path))
                 if f is None:
-                    self._add_file(path, hist_only, startup, explicit)
+                    self._add_file(path, hist_only, startup, explicit, link)
                 elif f.cur is None or f.awaiting_since is not None:
                     # the listing shows a file at a name whose follower lost it: look now
                     f.force_name_check = True

@@ -2,6 +2,7 @@
 
     denpex probe [--pid PID...] [--path DIR...] [--logs PATH...] [--json]
                  [--stream --interval S]
+    denpex probe --hosts A,B | --slurm-job J | --pods P,Q [--probe-cmd TEMPLATE] [--json]
 
 One snapshot (readable view, or ``--json``: one schema-1 object), or with ``--stream`` JSON Lines
 snapshots every ``--interval`` seconds until SIGINT/SIGTERM (exit 0). ``--logs`` reads logs for
@@ -21,6 +22,8 @@ import signal
 import sys
 import threading
 import time
+
+from denpex_tui.core.text import safe_json, safe_str
 
 PROG = "denpex probe"
 MAX_DIFFERENTIALS = 4
@@ -53,12 +56,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="seconds between streamed snapshots (default 2)")
     p.add_argument("--timeout", default="2", metavar="S", help=argparse.SUPPRESS)
     p.add_argument("--count", default=None, help=argparse.SUPPRESS)  # stop after N snapshots
+    from .remote_cli import add_arguments
+
+    add_arguments(p)
     p.set_defaults(func=run)
     return p
 
 
 def _err(msg: str) -> int:
-    sys.stderr.write(f"{PROG}: {msg}\n".replace("\r", " "))
+    sys.stderr.write(f"{PROG}: {safe_str(msg)}\n")
     sys.stderr.flush()
     return 2
 
@@ -110,6 +116,16 @@ def _quiet_stdout() -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from . import remote_cli
+
+    if remote_cli.wanted(args):
+        for opt in ("pid", "path", "logs", "stream"):
+            if getattr(args, opt, None):
+                raise _InputError(f"--{opt} is for this node's probe; for the others put it in "
+                                  "--probe-cmd (it runs their denpex probe)")
+        return remote_cli.run(args, _err)
+    if getattr(args, "probe_cmd", None):
+        raise _InputError("--probe-cmd needs --hosts, --slurm-job or --pods")
     from .differential import differential
     from .logpaths import LogFollower, scan_logs
     from .sampler import Prober
@@ -182,7 +198,7 @@ def _run(args: argparse.Namespace) -> int:
                     dict(d.to_json(), log=e.log, line=e.line_no, line_text=e.source_line)
                     for e, d in diffs
                 ]
-            sys.stdout.write(json.dumps(out) + "\n")
+            sys.stdout.write(json.dumps(safe_json(out), ensure_ascii=False) + "\n")
             sys.stdout.flush()
         else:
             from denpex_tui.render.probe_view import render
@@ -221,7 +237,7 @@ def _stream(prober, trends, logs, interval: float, count: int | None, follower_c
             trends.ingest(snap)
             out = snap.to_json()
             out["trends"] = trends.to_json()
-            sys.stdout.write(json.dumps(out) + "\n")
+            sys.stdout.write(json.dumps(safe_json(out), ensure_ascii=False) + "\n")
             sys.stdout.flush()
             n += 1
             if count is not None and n >= count:

@@ -113,14 +113,16 @@ class Differential:
     checklist: list[ChecklistResult] = field(default_factory=list)
     metrics: dict[str, float | None] = field(default_factory=dict)
     caveats: list[str] = field(default_factory=list)
-    here: bool = True  # the failing path is on this machine: the readings are of its filesystem
-    node: str | None = None  # where the error was logged
+    node: str | None = None  # the node whose readings these are (a remote source's name)
+    here: bool = True  # the failing path is where it was measured: the readings are of its filesystem
+    error_node: str | None = None  # where the error was logged
     measure_command: str | None = None  # what to run there (or here) to measure the path
 
     def where(self) -> str:
         """What was measured, in words: the path and its mount, or why nothing was."""
         if not self.here:
-            return (f"{self.path} is not on this machine: measure it on {self.node or 'the node that logged it'}"
+            return (f"{self.path} is not on this machine: measure it on "
+                    f"{self.error_node or 'the node that logged it'}"
                     + (f" with: {self.measure_command}" if self.measure_command else ""))
         if self.measured_path is None:
             return "nothing measured: the error names no path"
@@ -150,7 +152,7 @@ class Differential:
             "measured_at": self.measured_at,
             "measured_path": self.measured_path,
             "here": self.here,
-            "node": self.node,
+            "error_node": self.error_node,
             "measure_command": self.measure_command,
             "where": self.where(),
             "note": self.note,
@@ -159,6 +161,7 @@ class Differential:
             "checklist": [c.to_json() for c in self.checklist],
             "metrics": {k: _r(v) for k, v in self.metrics.items()},
             "summary": self.summary(),
+            "node": self.node,
         }
 
 
@@ -247,8 +250,9 @@ def du_filesystem(mount_point: str, *, max_entries: int = 100_000, max_seconds: 
     return res
 
 
-def df_du_gap(reading: PathReading, **kw) -> tuple[float | None, DuResult | None, str | None]:
-    """(gap in % of total, du result, reason when None)."""
+def df_du_gap(reading: PathReading, source=None, **kw) -> tuple[float | None, DuResult | None, str | None]:
+    """(gap in % of total, du result, reason when None). ``source``: the ProbeSource whose node
+    the reading is of (its ``du``); default this machine."""
     if reading.error or reading.bytes_used is None or not reading.bytes_total:
         return None, None, reading.error or "no reading"
     if reading.network_fs:
@@ -257,7 +261,7 @@ def df_du_gap(reading: PathReading, **kw) -> tuple[float | None, DuResult | None
         return None, None, "mount unknown"
     if reading.mount_root not in (None, "/"):
         return None, None, "bind mount of a subtree: du cannot see the whole filesystem"
-    du = du_filesystem(reading.mount, **kw)
+    du = source.du(reading.mount) if source is not None else du_filesystem(reading.mount, **kw)
     if du.du_bytes is None:
         return None, du, du.reason
     gap = max(0, reading.bytes_used - du.du_bytes)
@@ -267,7 +271,7 @@ def df_du_gap(reading: PathReading, **kw) -> tuple[float | None, DuResult | None
 # --- metrics ------------------------------------------------------------------------------
 
 
-def _find_path(path: str | None, snapshot: Snapshot) -> PathReading | None:
+def _find_path(path: str | None, snapshot: Snapshot, source=None) -> PathReading | None:
     if path is None:  # only a path the user named; any other would be another filesystem's reading
         for p in snapshot.paths:
             if not p.is_shm and "--path" in p.why:
@@ -279,7 +283,7 @@ def _find_path(path: str | None, snapshot: Snapshot) -> PathReading | None:
     for p in snapshot.paths:
         if p.path == ap or p.measured_path == ap:
             return p
-    fresh = read_path(ap)
+    fresh = source.read_path(ap) if source is not None else read_path(ap)
     # per-filesystem readings of the snapshot (deleted-open bytes held there) still apply
     for p in snapshot.paths:
         if p.mount is not None and p.mount == fresh.mount and p.source == fresh.source:
@@ -306,20 +310,21 @@ def _workers(snapshot: Snapshot, pid: int | None) -> list[ProcessReading]:
 
 
 def metrics_for(path: str | None, snapshot: Snapshot, *, trends=None, pid: int | None = None,
-                du: bool = True) -> dict[str, float | None]:
+                du: bool = True, source=None) -> dict[str, float | None]:
     """The checklist metrics for ``path`` (docs/signature-format.md), None where not measured.
 
     proc.* metrics are of ``pid`` when given, else of the worst watched worker (highest fd use,
     most deleted-open bytes, fastest fd growth per save). path.df_du_gap_pct walks the path's
-    filesystem (bounded; None when capped)."""
+    filesystem (bounded; None when capped). ``source``: the ProbeSource the snapshot came from
+    (a remote node's: its paths and du, never this machine's); default this machine."""
     m: dict[str, float | None] = {k: None for k in METRICS}
-    pr = _find_path(path, snapshot)
+    pr = _find_path(path, snapshot, source)
     if pr is not None and pr.error is None:
         m["path.bytes_free_pct"] = pr.bytes_free_pct
         m["path.inodes_free_pct"] = pr.inodes_free_pct
         m["path.bytes_reserved_pct"] = pr.bytes_reserved_pct
         if du:
-            m["path.df_du_gap_pct"] = df_du_gap(pr)[0]
+            m["path.df_du_gap_pct"] = df_du_gap(pr, source)[0]
     shm = snapshot.shm
     if shm is not None and shm.error is None:
         m["shm.bytes_free_pct"] = shm.bytes_free_pct
@@ -392,37 +397,34 @@ def _p(v: float | None) -> str:
     return "?" if v is None else (f"{v:.2f} %" if v < 10 else f"{v:.1f} %")
 
 
-def _cmd(template: str, d: str | None) -> str:
-    """A shown command with the path shell-quoted (core/commands)."""
-    return render_command("", template, {"dir": d} if d else {}).text
-
-
 def _measure_command(path: str | None) -> str | None:
     if not path:
         return None
     d = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    return render_command("measure", "df -h -- {dir} && df -i -- {dir}", {"dir": d}).text
+    return _cmd("df -h -- {dir} && df -i -- {dir}", dir=d)
 
 
 def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends=None, *,
                  checklist: list[dict] | None = None, pid: int | None = None,
-                 du: bool = True, node: str | None = None) -> "Differential":
+                 du: bool = True, source=None, error_node: str | None = None) -> "Differential":
     """Evidence for each candidate cause of an ENOSPC- or EMFILE-family finding.
 
     ``path``: the path named in the error line (a file or directory; ``</torch_...>`` means
     shared memory), or None (then only a path the user named with ``--path``). ``trends``: a
     TrendTracker, for the fd growth per save. ``checklist``: the signature's checklist items;
-    default: read from the built-in signature file. ``node``: where the error was logged (named
-    when the path is not on this machine). Raises ValueError for a signature that is neither kind.
+    default: read from the built-in signature file. ``source``: the ProbeSource of the
+    snapshot's node (a remote node's StreamSource for a rank on another node). ``error_node``:
+    where the error was logged (named when the path is not where it was measured). Raises
+    ValueError for a signature that is neither kind.
 
-    A path that does not exist here is never answered with a reading of another filesystem (its
-    nearest existing ancestor may be a head node's root disk): its candidates say "not on this
-    machine: measure it on NODE with: ..." and give the command.
+    A path that does not exist where it is measured is never answered with a reading of another
+    filesystem (its nearest existing ancestor may be a head node's root disk): its candidates
+    say "not on this machine: measure it on NODE with: ..." and give the command.
     """
     kind = differential_kind(signature_id)
     if kind is None:
         raise ValueError(f"no ENOSPC/EMFILE differential for signature {signature_id!r}")
-    pr = _find_path(path, snapshot)
+    pr = _find_path(path, snapshot, source)
     t = snapshot.time
     if pr is not None and pr is not snapshot.path_reading(pr.path) and pr is not snapshot.shm:
         t = time.time()  # measured just now, outside the snapshot
@@ -432,7 +434,7 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
     if pr is not None and path is not None and not pr.is_shm and pr.exists is False:
         named_dir = os.path.normpath(os.path.dirname(os.path.abspath(path)))
         here = pr.measured_path == named_dir
-    metrics = metrics_for(path, snapshot, trends=trends, pid=pid, du=du and here)
+    metrics = metrics_for(path, snapshot, trends=trends, pid=pid, du=du and here, source=source)
     if not here or pr is None:
         for k in ("path.bytes_free_pct", "path.inodes_free_pct", "path.bytes_reserved_pct",
                   "path.df_du_gap_pct"):
@@ -440,11 +442,15 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
     d = Differential(signature_id=signature_id, kind=kind, path=path,
                      measured_at=iso_time(t), measured_at_unix=t,
                      mount=pr.mount if pr and here else None, fstype=pr.fstype if pr and here else None,
-                     metrics=metrics, here=here, node=node,
+                     metrics=metrics, here=here, error_node=error_node,
                      measure_command=_measure_command(path or (pr.path if pr else None)))
     d.measured_path = pr.measured_path if pr and here else None
+    if getattr(source, "remote", False):
+        d.node = source.name  # a remote node's stream
     if not here and kind == "enospc":
-        d.caveats.append(d.where())
+        d.caveats.append(d.where() if source is None or not getattr(source, "remote", False) else
+                         f"{path} does not exist on node {source.name}: measure it on "
+                         f"{error_node or 'the node that logged it'} with: {d.measure_command}")
     if pr is not None and pr.error is not None:
         d.caveats.append(f"the path could not be measured: {pr.error}")
     if kind == "emfile" and not _workers(snapshot, pid):
@@ -453,15 +459,15 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
     if kind == "emfile":
         d.candidates = _emfile_candidates(snapshot, trends, pid, metrics)
     else:
-        d.candidates = _enospc_candidates(signature_id, path, pr if here else None, snapshot, pid, metrics,
-                                          du and here,
-                                          where=None if here else os.path.dirname(os.path.abspath(path or "/")))
+        d.candidates = _enospc_candidates(
+            signature_id, path, pr if here else None, snapshot, pid, metrics, du and here,
+            where=None if here else os.path.dirname(os.path.abspath(path or "/")), source=source)
         if not here:
             for c in d.candidates:
                 if c.cause in ("blocks", "inodes", "reserved", "deleted-open"):
                     c.verdict = UNKNOWN
                     c.measured = {}
-                    c.evidence = (f"not on this machine: measure it on {node or 'the node that logged it'}"
+                    c.evidence = (f"not on this machine: measure it on {error_node or 'the node that logged it'}"
                                   f" with: {c.check if c.cause == 'deleted-open' else d.measure_command}")
     items = checklist if checklist is not None else load_checklist(signature_id)
     d.checklist = evaluate_checklist(items, metrics)
@@ -470,7 +476,7 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
 
 def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap: Snapshot,
                        pid: int | None, m: dict, du: bool,
-                       where: str | None = None) -> list[Candidate]:
+                       where: str | None = None, source=None) -> list[Candidate]:
     out: list[Candidate] = []
     shm_path = path is not None and _is_shm_name(path)
     target = path or (pr.path if pr else None)
@@ -478,9 +484,9 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
         where = pr.measured_path if pr and pr.measured_path else target
     if pr is None or pr.error is not None:
         why = (pr.error if pr is not None else "no path to measure") or "unreadable"
-        checks = {"blocks": _cmd("df -h -- {dir}", where), "inodes": _cmd("df -i -- {dir}", where),
-                  "reserved": _cmd("df -h -- {dir}", where),
-                  "deleted-open": deleted_open_command(where).text if where else _cmd(DELETED_OPEN_TEMPLATE, None)}
+        checks = {"blocks": _cmd("df -h -- {dir}", dir=where), "inodes": _cmd("df -i -- {dir}", dir=where),
+                  "reserved": _cmd("df -h -- {dir}", dir=where),
+                  "deleted-open": deleted_open_command(where).text if where else _cmd(DELETED_OPEN_TEMPLATE)}
         for cause, title in (("blocks", "blocks exhausted"), ("inodes", "inodes exhausted"),
                              ("reserved", "ext4 reserved blocks"),
                              ("deleted-open", "deleted-but-open files")):
@@ -499,7 +505,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
         else:
             v, ev = UNKNOWN, (f"{_gib(pr.bytes_free)} ({_p(bf)}) free: nearly full; one more "
                               "checkpoint may not fit")
-        out.append(Candidate("blocks", "blocks exhausted", v, ev, meas, _cmd("df -h -- {dir}", where)))
+        out.append(Candidate("blocks", "blocks exhausted", v, ev, meas, _cmd("df -h -- {dir}", dir=where)))
 
         ifp = pr.inodes_free_pct
         meas = {"inodes_free": pr.inodes_free, "inodes_total": pr.inodes_total,
@@ -512,7 +518,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
                                 else ""))
         else:
             v, ev = UNLIKELY, f"{pr.inodes_free} inodes ({_p(ifp)}) free"
-        out.append(Candidate("inodes", "inodes exhausted", v, ev, meas, _cmd("df -i -- {dir}", where)))
+        out.append(Candidate("inodes", "inodes exhausted", v, ev, meas, _cmd("df -i -- {dir}", dir=where)))
 
         rp = pr.bytes_reserved_pct
         uids = sorted({p.uid for p in _workers(snap, pid) if p.uid is not None})
@@ -531,16 +537,16 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
             v, ev = UNLIKELY, f"only {_p(rp)} reserved"
         else:
             v, ev = UNLIKELY, f"{_p(rp)} reserved, but {_p(bf)} is free for everyone"
-        chk = _cmd('tune2fs -l "$(findmnt -no SOURCE -T {dir})" | grep -i reserved', where) \
-            if (pr.fstype or "").startswith("ext") else _cmd("df -h -- {dir}", where)
+        chk = _cmd('tune2fs -l "$(findmnt -no SOURCE -T {dir})" | grep -i reserved'
+                   if (pr.fstype or "").startswith("ext") else "df -h -- {dir}", dir=where)
         out.append(Candidate("reserved", "root-reserved blocks", v, ev, meas, chk))
 
-        out.append(_deleted_candidate(pr, snap, pid, m, du, where))
+        out.append(_deleted_candidate(pr, snap, pid, m, du, where, source))
 
     # quota: statvfs cannot see it
     fstype = (pr.fstype if pr else None) or ""
     if fstype.startswith("lustre"):
-        qchk = _cmd('lfs quota -h -u "$USER" {dir}', pr.mount if pr else where)
+        qchk = _cmd('lfs quota -h -u "$USER" {dir}', dir=pr.mount if pr else where)
     elif fstype.startswith("gpfs"):
         qchk = "mmlsquota"
     elif fstype.startswith("beegfs"):
@@ -562,7 +568,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
             "lustre-ost", "one Lustre OST full", UNKNOWN,
             "a single full OST gives ENOSPC for files striped on it while the filesystem total "
             "shows free space; statvfs only sees the total",
-            {"fstype": fstype}, _cmd("lfs df -h {dir}", pr.mount if pr else where)))
+            {"fstype": fstype}, _cmd("lfs df -h {dir}", dir=pr.mount if pr else where)))
 
     # /dev/shm
     shm = snap.shm
@@ -590,12 +596,12 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
 
 
 def _deleted_candidate(pr: PathReading, snap: Snapshot, pid: int | None, m: dict, du: bool,
-                       where: str) -> Candidate:
+                       where: str, source=None) -> Candidate:
     gap = m.get("path.df_du_gap_pct")
     gap_reason = None
     du_bytes = None
     if du:
-        _g, dres, gap_reason = df_du_gap(pr)
+        _g, dres, gap_reason = df_du_gap(pr, source)
         if dres is not None:
             du_bytes = dres.du_bytes
     held = pr.deleted_open_bytes
@@ -639,7 +645,7 @@ def _deleted_candidate(pr: PathReading, snap: Snapshot, pid: int | None, m: dict
             f"; du not measured ({gap_reason})" if gap_reason else "")
     at = pr.mount if pr.mount and where == pr.measured_path else where
     return Candidate("deleted-open", "deleted-but-open files hold the space", v, ev, meas,
-                     deleted_open_command(at).text + " ; " + _cmd("du -sxh -- {dir}", at))
+                     deleted_open_command(at).text + " ; " + _cmd("du -sxh -- {dir}", dir=at))
 
 
 def _emfile_candidates(snap: Snapshot, trends, pid: int | None, m: dict) -> list[Candidate]:
@@ -669,8 +675,8 @@ def _emfile_candidates(snap: Snapshot, trends, pid: int | None, m: dict) -> list
             ev += (f"; the soft limit can be raised to the hard limit {worst.fd_hard_limit} "
                    "without privileges (ulimit -n)")
     wp = (max(readable, key=lambda p: p.fd_used_pct or 0).pid if readable
-          else procs[0].pid if procs else "<pid>")
-    chk = f"ls /proc/{wp}/fd | wc -l ; grep 'Max open files' /proc/{wp}/limits"
+          else procs[0].pid if procs else None)
+    chk = _cmd("ls /proc/{pid}/fd | wc -l ; grep 'Max open files' /proc/{pid}/limits", pid=wp)
     out.append(Candidate("fd-limit", "per-process fd limit (RLIMIT_NOFILE) reached", v, ev,
                          {"processes": per}, chk))
 
@@ -697,7 +703,7 @@ def _emfile_candidates(snap: Snapshot, trends, pid: int | None, m: dict) -> list
                           "(run denpex probe --stream with --logs while training)")
     out.append(Candidate("fd-leak", "fd leak (fds opened and not closed per save)", v, ev,
                          {"fd_growth_per_save": _r(g)},
-                         f"ls -l /proc/{wp}/fd | awk '{{print $NF}}' | sort | uniq -c | sort -rn | head"))
+                         _cmd("ls -l /proc/{pid}/fd | awk '{{print $NF}}' | sort | uniq -c | sort -rn | head", pid=wp)))
 
     fo, fmx = snap.system_files_open, snap.system_files_max
     sp = pct(fo, fmx)
@@ -710,6 +716,12 @@ def _emfile_candidates(snap: Snapshot, trends, pid: int | None, m: dict) -> list
     out.append(Candidate("system-fd-table", "system-wide file table (ENFILE)", v, ev,
                          {"files_open": fo, "files_max": fmx}, "cat /proc/sys/fs/file-nr"))
     return out
+
+
+def _cmd(template: str, **values: object) -> str:
+    """A check command built by core/commands.py: each value quoted as one shell word, a value
+    that is missing or unsafe left as ``<name>``."""
+    return render_command("check", template, values).text
 
 
 def _r(v: float | None, nd: int = 3) -> float | None:

@@ -28,6 +28,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
+from denpex_tui.core.detect import ErrnoDetector, errno_info
+from denpex_tui.core.lineparse import parse_line
+from denpex_tui.core.text import safe_str
+from denpex_tui.core.units import MAX_ERRNO, log_int
+
 CHUNK = 1 << 20
 MAX_LINE = 64 * 1024
 MAX_FILES = 5000
@@ -88,9 +93,12 @@ _PREFILTER = re.compile(
 )
 
 _Q = r"(?:'(?P<q1>[^']*)'|\"(?P<q2>[^\"]*)\")"
-_ERRNO_NAMES = {28: "ENOSPC", 24: "EMFILE", 23: "ENFILE", 122: "EDQUOT", 30: "EROFS", 5: "EIO"}
-_ERRNO_SIG = {28: "os.enospc", 24: "os.emfile", 23: "os.enfile", 122: "os.edquot",
-              30: "os.erofs", 5: "os.eio"}
+_ERRNO = ErrnoDetector()  # the one place that knows errno texts and spellings
+
+
+def _errno_name(e: int) -> str:
+    info = errno_info(e)
+    return info.name if info else f"errno {e}"
 
 # (kind, regex, transform, why). transform: "file->savedir" (tag dir's parent), "dir->savedir"
 # (parent when the last component looks like a step/tag dir), "file->dir", "dir", "errfile"
@@ -120,7 +128,6 @@ _RULES: list[tuple[str, re.Pattern, str, str]] = [
      "torchelastic log dir"),
 ]
 
-_OSERROR = re.compile(r"\[Errno (?P<e>\d+)\] [^\[\]:]*?: " + _Q + r"(?: -> " + r"(?:'(?P<r1>[^']*)'|\"(?P<r2>[^\"]*)\"))?")
 _AIO = re.compile(r"deepspeed_aio:\s+(?:open for write|open for read|fstat for read)\s+failed on "
                   r"(?P<p>\S+) error = (?P<e>\d+)")
 _SWP = re.compile(r"(?P<p>\S+\.tensor\.swp): (?:file_offset|buffer nbytes)")
@@ -132,16 +139,12 @@ _SAVE_EVENT = re.compile(
     r"saving checkpoint at iteration|Saving current state to|saving model to|"
     r"\bSaving checkpoint\b"
 )
-_RANK_G = re.compile(r"\[rank(\d+)(?:/\d+)?\]")
-_RANK_DIST = re.compile(r"\[Rank (-?\d+)\]")
-_RANK_L = re.compile(r"^\s*(?:\S+: )?\[[A-Za-z_]*?(\d+)\]:")
+_RANK_SLASH = re.compile(r"\[rank(\d{1,7})(?:/\d{1,7})?\]")
 _STEP_DIR = re.compile(r"^(?:checkpoint[-_]\d+|global_step\d+|iter_\d+|step[-_]?\d+|epoch[-_=]?\d+.*)$")
-_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _clean(line: str, limit: int = 500) -> str:
-    s = _CTRL.sub(lambda m: "\\x%02x" % ord(m.group()), line.rstrip("\r\n"))
-    return s if len(s) <= limit else s[: limit - 3] + "..."
+    return safe_str(line.rstrip("\r\n"), limit)
 
 
 def _grp(m: re.Match, *names: str) -> str | None:
@@ -346,15 +349,15 @@ def _transform(raw: str, how: str) -> str | None:
 
 
 def _rank_of(line: str) -> tuple[int | None, int | None]:
-    m = _RANK_G.search(line)
-    if m:
-        return int(m.group(1)), None
-    if _RANK_DIST.search(line):
+    pl = parse_line(line)
+    if "ds-rank" in pl.formats:
         return None, None  # log_dist on rank 0 announces a save every rank makes
-    m = _RANK_L.match(line)
+    if pl.rank is not None:
+        return pl.rank, None
+    m = _RANK_SLASH.search(pl.text)  # "[rank0/4]" in the training script's own log format
     if m:
-        return None, int(m.group(1))
-    return None, None
+        return log_int(m.group(1)), None
+    return None, pl.local_rank
 
 
 def scan_line(text: str, log: str, line_no: int, out: LogScan, *, want_saves: bool = True
@@ -375,24 +378,21 @@ def scan_line(text: str, log: str, line_no: int, out: LogScan, *, want_saves: bo
             if d is not None:
                 found.append((d, raw, why, None))
 
-    m = _OSERROR.search(text)
-    if m:
-        e = int(m.group("e"))
-        raw = _grp(m, "q1", "q2")
-        if raw:
-            name = _ERRNO_NAMES.get(e, f"errno {e}")
-            d = _transform(raw, "oserror")
-            if d is not None:
-                found.append((d, raw, f"{name} (errno {e}) in the log", e))
-            src = src or _clean(text)
-            out.errors.append(LogError(e, _ERRNO_SIG.get(e, "os.enospc"), _abs_named(raw, log),
-                                       src, log, line_no))
+    hit = _ERRNO.detect(text) if not (_AIO.search(text) or _SHM.search(text)) else None
+    if hit is not None and hit[1].get("path") and not hit[1]["path"].startswith("<"):
+        sig, fields = hit
+        e, raw = fields["errno"], fields["path"]
+        d = _transform(raw, "oserror")
+        if d is not None:
+            found.append((d, raw, f"{fields['errname']} (errno {e}) in the log", e))
+        src = src or _clean(text)
+        out.errors.append(LogError(e, sig, _abs_named(raw, log), src, log, line_no))
     m = _AIO.search(text)
-    if m:
+    if m and log_int(m.group("e"), MAX_ERRNO) is not None:
         e = int(m.group("e"))
         raw = m.group("p")
         found.append((os.path.dirname(raw) or ".", raw,
-                      f"DeepSpeed aio {_ERRNO_NAMES.get(e, f'errno {e}')} (errno {e})", e))
+                      f"DeepSpeed aio {_errno_name(e)} (errno {e})", e))
         nv = raw.split("/zero_stage_3/", 1)
         if len(nv) == 2 and nv[0]:
             found.append((nv[0], raw, "DeepSpeed nvme_path", None))

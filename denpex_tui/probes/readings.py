@@ -45,8 +45,8 @@ class DeletedFile:
     path: str  # the name it had, without the " (deleted)" suffix
     bytes: int  # allocated: st_blocks * 512
     size: int  # st_size (apparent)
-    dev: int
-    ino: int
+    dev: int | None = None  # None in a snapshot read back from JSON (not on the wire)
+    ino: int | None = None
 
     def to_json(self) -> dict:
         return {"fd": self.fd, "path": self.path, "bytes": self.bytes, "size": self.size}
@@ -78,6 +78,7 @@ class ProcessReading:
     open_mounts: dict[str, int] | None = None  # mount point -> regular files held open there
     rss_bytes: int | None = None
     read_cost_s: float | None = None
+    node: str | None = None  # the job's node it was measured on (merged multi-node snapshots)
 
     @property
     def fd_used_pct(self) -> float | None:
@@ -120,6 +121,8 @@ class ProcessReading:
                 else None
             ),
         }
+        if self.node is not None:
+            d["node"] = self.node
         return d
 
 
@@ -147,6 +150,7 @@ class PathReading:
     open_fds: int | None = None  # fds of the watched processes open under this path
     deleted_open_bytes: int | None = None  # held on this filesystem by watched processes (by inode)
     read_cost_s: float | None = None
+    node: str | None = None  # the job's node it was measured on (merged multi-node snapshots)
 
     @property
     def bytes_free_pct(self) -> float | None:
@@ -165,7 +169,7 @@ class PathReading:
         return pct(self.inodes_free, self.inodes_total)
 
     def to_json(self) -> dict:
-        return {
+        d = {
             "path": self.path,
             "mount": self.mount,
             "fstype": self.fstype,
@@ -191,6 +195,9 @@ class PathReading:
             "deleted_open_bytes": self.deleted_open_bytes,
             "error": self.error,
         }
+        if self.node is not None:
+            d["node"] = self.node
+        return d
 
 
 @dataclass
@@ -216,6 +223,14 @@ class Snapshot:
             if p.path == path or p.measured_path == path:
                 return p
         return None
+
+    @classmethod
+    def from_json(cls, d: Any) -> "Snapshot":
+        """The inverse of ``to_json`` (a decoded schema-1 object, e.g. from a remote node's
+        ``probe --stream``); raises ``wire.WireError`` (a ValueError) for anything else."""
+        from .wire import snapshot_from_json
+
+        return snapshot_from_json(d)
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {

@@ -8,7 +8,21 @@ from rich.text import Text
 from denpex_tui.core.catalog import Signature
 from denpex_tui.core.explain import Explanation
 
-__all__ = ["print_explanation", "print_signature"]
+__all__ = ["print_explanation", "print_signature", "fields_line"]
+
+_FIELD_ORDER = ("errname", "errno", "path", "signal", "exitcode", "exc_type", "assertion", "peer", "device", "named_by")
+
+
+def fields_line(fields: dict) -> str:
+    """The facts a detector read from the line: 'errno ENOSPC (28) | path /ckpt/x | ...'."""
+    parts = []
+    if fields.get("errname"):
+        parts.append(f"errno {fields['errname']} ({fields.get('errno')})")
+    for k in _FIELD_ORDER[2:]:
+        v = fields.get(k)
+        if v is not None and v != "":
+            parts.append(f"{k.replace('_', ' ')} {v}")
+    return " | ".join(parts)
 
 
 def print_explanation(exp: Explanation, con: Console) -> None:
@@ -31,6 +45,9 @@ def print_explanation(exp: Explanation, con: Console) -> None:
     t.append(f"[{f.role}]", style={"initiating": "red", "collateral": "yellow"}.get(f.role, "cyan"))
     con.print(t)
     con.print(Text("  " + f.text, style="bold"))
+    facts = fields_line(f.fields)
+    if facts:
+        con.print(Text("  " + facts, style="cyan"))
     if f.origin_frame:
         con.print(Text("  raised at " + f.origin_frame, style="dim"))
     for c in f.chained:

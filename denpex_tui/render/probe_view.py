@@ -9,15 +9,13 @@ process or a log contains can drive the terminal.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import IO, Iterable
 
 from denpex_tui.probes.mounts import FS_CLASS_TEXT
 from denpex_tui.probes.readings import PathReading, ProcessReading, Snapshot, iso_time
+from denpex_tui.core.text import safe_str
 from denpex_tui.core.units import human_bytes, human_count
-
-_CTRL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 # a line is a list of (text, style) segments; style names map to rich styles when coloured
 Seg = tuple[str, str]
@@ -38,9 +36,7 @@ STYLES = {
 
 
 def safe(s: object, limit: int = 400) -> str:
-    t = _CTRL.sub(lambda m: "\\x%02x" % ord(m.group()) if ord(m.group()) < 0x100
-                  else "\\u%04x" % ord(m.group()), str(s))
-    return t if len(t) <= limit else t[: limit - 1] + "…"
+    return safe_str(s, limit)
 
 
 def use_color(file: IO | None = None) -> bool:
@@ -194,7 +190,7 @@ def _diff_lines(d) -> list[Line]:
         out.append([(f"  {c.verdict:<9}", c.verdict), (f"{safe(c.title)}: ", ""),
                     (safe(c.evidence, 300), "")])
         if c.check and c.verdict != "unlikely":
-            out.append([("             check: ", "dim"), (safe(c.check, 200), "")])
+            out.append([("             check: ", "dim"), (safe(c.check, 4000), "")])
     items = [c for c in d.checklist]
     if items:
         out.append([("  checklist:", "")])
@@ -259,11 +255,11 @@ def render(snapshot: Snapshot, *, trends=None, differentials: Iterable = (),
         f.write(plain_text(lines))
         f.flush()
         return
-    from rich.console import Console
     from rich.text import Text
 
-    console = Console(file=f, force_terminal=True, highlight=False, markup=False,
-                      emoji=False, soft_wrap=True)
+    from denpex_tui.render.safe import safe_console
+
+    console = safe_console(f, force_terminal=True)
     for line in lines:
         t = Text()
         for text, style in line:

@@ -20,6 +20,8 @@ from denpex_tui.core.scan import ScanResult
 from denpex_tui.core.story import job_story
 from denpex_tui.core.text import safe_str
 from denpex_tui.core.triage import rank_ranges
+from denpex_tui.render.explain_view import fields_line
+from denpex_tui.render.safe import safe_console
 
 __all__ = ["make_console", "print_scan", "print_finding_block"]
 
@@ -28,7 +30,7 @@ CONF_STYLE = {"high": "bold green", "medium": "yellow", "low": "red"}
 
 
 def make_console(file: TextIO | None = None) -> Console:
-    return Console(file=file, highlight=False, soft_wrap=True, emoji=False, markup=False)
+    return safe_console(file)
 
 
 def _rel(path: str) -> str:
@@ -53,7 +55,7 @@ def print_finding_block(con: Console, f: Finding, label: str) -> None:
     head.append(f"{label:<11}", style=ROLE_STYLE.get(f.role, ""))
     head.append(f" rank {f.rank if f.rank is not None else '?'}")
     if f.node:
-        head.append(f"  node {f.node}")
+        head.append(f"  node {safe_str(f.node)}")
     head.append(f"  {_when(f)}")
     con.print(head)
     loc = Text(f"      {_rel(f.path)}:{f.line}", style="dim")
@@ -61,6 +63,9 @@ def print_finding_block(con: Console, f: Finding, label: str) -> None:
         loc.append(f" (error at line {f.text_line})", style="dim")
     con.print(loc)
     con.print(Text("      " + f.text, style="bold"))
+    facts = fields_line(f.fields)
+    if facts:
+        con.print(Text("      " + facts, style="cyan"))
     if f.origin_frame:
         con.print(Text("      raised at " + f.origin_frame, style="dim"))
 
@@ -138,6 +143,13 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
         con.print(Text("  evidence:", style="bold"))
         for e in inc.evidence:
             con.print(Text("    - " + e))
+    if inc.hypotheses:
+        con.print(Text("  competing hypotheses (ranked lower, until a control separates them):", style="bold"))
+        for h in inc.hypotheses:
+            who = f"rank {h['rank']}" if h.get("rank") is not None else "rank ?"
+            t = Text(f"    - {who} {h['signature']}: ", style="")
+            t.append(h["rule"], style="dim")
+            con.print(t)
     if inc.initiating and measure:
         _print_measured(con, inc.initiating, result)
     if inc.initiating:
@@ -151,6 +163,16 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
                 con.print(Text("  fix:", style="bold"))
                 for i, step in enumerate(panel.fix, 1):
                     con.print(Text(f"    {i}. {step}"))
+            linked = [r for r in panel.checklist if r.command is not None]
+            if linked:
+                con.print(Text("  checklist, with the denpex command that answers each item:", style="bold"))
+                for r in linked:
+                    head = Text("    - " + r.text)
+                    if not r.command.complete:  # on the item's line: the $ line is only the command
+                        head.append("  (fill in " + ", ".join(f"<{m}>" for m in r.command.missing + r.command.refused)
+                                    + ")", style="yellow")
+                    con.print(head)
+                    con.print(Text("      $ " + r.command.text, style="green"))
             if panel.commands:
                 con.print(Text("  verify (run these yourself; Denpex never runs them):", style="bold"))
                 for c in panel.commands:
@@ -181,8 +203,15 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measu
     if versions:
         con.print(Text("versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())), style="dim"))
     con.print()
-    if not result.incidents:
+    unknown = result.job.unknown_lines() if not result.incidents else []
+    if not result.incidents and not unknown:
         con.print(Text("No failure found: no rank logged a known failure signature or an uncaught exception.", style="green"))
+    elif not result.incidents:
+        con.print(Text("No known failure signature, but these lines look like errors (first 5 per rank); "
+                       "no signature knows them:", style="yellow"))
+        for u in unknown:
+            who = f"rank {u['rank']}" if u["rank"] is not None else "rank ?"
+            con.print(Text(f"  {who:<8} {_rel(u['path'])}:{u['line']}  ", style="dim").append(u["text"][:300], style=""))
     story = job_story(result.incidents, result.job.failure_entries(), len(result.job.ranks_by_attempt()) or None)
     if story is not None:  # the same story watch tells in its header
         t = Text("Root cause: ", style="bold")
@@ -200,8 +229,9 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measu
         for sig, role, title, count, ranks_ in _fold(shown):
             t = Text("  ")
             t.append(f"{role:<11}", style=ROLE_STYLE.get(role, ""))
-            who = rank_ranges(ranks_) or ("agent" if all(r is None for r in ranks_) else "?")
+            launcher = sig.startswith(("torchelastic.", "deepspeed.launcher", "slurm.", "pdsh.", "mpirun."))
+            who = rank_ranges(ranks_) or ("agent" if launcher and all(r is None for r in ranks_) else "?")
             t.append(f" {sig:<34} ranks {who:<10} x{count:<5} {title}")
             con.print(t)
     for w in result.warnings:
-        con.print(Text("warning: " + w, style="yellow"), highlight=False)
+        con.print(Text("warning: " + safe_str(w), style="yellow"))

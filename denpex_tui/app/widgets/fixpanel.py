@@ -18,6 +18,7 @@ from textual.widgets import Static
 from denpex_tui.core.commands import RenderedCommand
 from denpex_tui.core.fixes import FixPanel as FixData
 from denpex_tui.core.model import Finding
+from denpex_tui.core.text import safe_str
 
 __all__ = ["FixPanel", "CommandRow", "command_note"]
 
@@ -29,7 +30,7 @@ VERDICT = {"likely": "✖ likely", "unlikely": "✔ unlikely", "unknown": "? unk
 def command_note(cmd: RenderedCommand) -> str:
     parts = []
     if not cmd.builtin:
-        parts.append(f"[user pack: {cmd.pack}]")
+        parts.append(f"[user pack: {safe_str(cmd.pack)}]")
     todo = tuple(dict.fromkeys(cmd.missing + cmd.refused))
     if todo:
         parts.append("fill in " + ", ".join(f"<{m}>" for m in todo))
@@ -54,12 +55,12 @@ class CommandRow(Static, can_focus=True):
     def __init__(self, command: RenderedCommand, index: int, **kw) -> None:
         self.command = command
         t = Text(no_wrap=False)
-        t.append(f"[{index}] {command.title}", style="bold")
+        t.append(f"[{index}] {safe_str(command.title)}", style="bold")
         note = command_note(command)
         if note:
             t.append("  " + note, style="italic")
         t.append("\n$ ")
-        t.append(command.text)
+        t.append(safe_str(command.text))
         self.command_text = t
         super().__init__(t, **kw)
 
@@ -113,34 +114,39 @@ class FixPanel(VerticalScroll):
         widgets: list[Static] = []
 
         def para(text: str, classes: str = "") -> None:
-            widgets.append(Static(Text(" ".join(text.split())), classes=classes))
+            widgets.append(Static(Text(safe_str(" ".join(text.split()))), classes=classes))
 
         where = f"rank {finding.rank}" if finding.rank is not None else "rank ?"
         title = Text(f"{'▶ ' if finding.role == 'initiating' else '· '}{where} · {finding.signature} · {finding.role}")
         widgets.append(Static(title, classes="fix-title"))
-        widgets.append(Static(Text(finding.title)))
-        loc = f"{finding.path}:{finding.line}" + (f" (error at line {finding.text_line})" if finding.text_line != finding.line else "")
+        widgets.append(Static(Text(safe_str(finding.title))))
+        loc = f"{safe_str(finding.path)}:{finding.line}" + (f" (error at line {finding.text_line})" if finding.text_line != finding.line else "")
         widgets.append(Static(Text(loc + ("  [explained selection]" if origin == "explain" else "")), classes="fix-dim"))
-        widgets.append(Static(Text("  " + finding.text)))
+        widgets.append(Static(Text("  " + safe_str(finding.text))))
         if finding.origin_frame:
-            widgets.append(Static(Text("  raised at " + finding.origin_frame), classes="fix-dim"))
+            widgets.append(Static(Text("  raised at " + safe_str(finding.origin_frame)), classes="fix-dim"))
         widgets.append(Static(Text("Cause"), classes="fix-head"))
         para(data.cause)
         if data.affected is True:
             widgets.append(Static(Text("The version in these logs is in the affected range."), classes="fix-title"))
         if differential is not None:
-            widgets.append(Static(Text(f"Differential ({differential.note})"), classes="fix-head"))
-            if differential.kind == "enospc":  # what was measured, or where to measure it
-                widgets.append(Static(Text(differential.where()), classes="fix-dim"))
+            widgets.append(Static(Text(f"Differential ({safe_str(differential.note)})"), classes="fix-head"))
+            if differential.kind == "enospc" and differential.here:  # what was measured (else a caveat says where)
+                widgets.append(Static(Text(safe_str(differential.where())), classes="fix-dim"))
             for c in differential.candidates:
                 t = Text(f"{VERDICT.get(c.verdict, c.verdict):<11} ", style="bold" if c.verdict == "likely" else "")
-                t.append(f"{c.title}: {c.evidence}")
+                t.append(safe_str(f"{c.title}: {c.evidence}"))  # the evidence names a realpath
                 widgets.append(Static(t))
+
+            from denpex_tui.core.text import safe_str as _safe
+
+            for c in getattr(differential, "caveats", ()):  # e.g. the node it was measured on
+                widgets.append(Static(Text("  " + _safe(c)), classes="fix-dim"))
         if data.checklist:
             widgets.append(Static(Text("Checklist"), classes="fix-head"))
             for row in data.checklist:
                 sym, word = CHECK.get(row.status, ("?", row.status))
-                t = Text(f"{sym} {row.text}  ")
+                t = Text(f"{sym} {safe_str(row.text)}  ")
                 t.append(f"({word})", style="italic")
                 widgets.append(Static(t))
         if data.fix:

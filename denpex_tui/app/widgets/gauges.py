@@ -20,12 +20,14 @@ from textual.widgets import Static
 
 from denpex_tui.probes.readings import PathReading, ProcessReading, Snapshot
 from denpex_tui.probes.trends import PathTrend, ProcessTrend, fmt_duration
+from denpex_tui.core.text import safe_str
 from denpex_tui.core.units import human_bytes, human_count
 
 __all__ = ["Gauges", "level"]
 
 NEAR, FULL = 80.0, 95.0
 MAX_PROCS = 16
+MAX_NODES = 16  # with every node of the job: the worst 16 in full, the others counted
 
 
 def level(used_pct: float | None) -> tuple[str, str, str]:
@@ -121,6 +123,32 @@ class Gauges(Static):
         if snap is None:
             t.append(self.note, style=self._s("gauges--dim"))
             return t
+        if getattr(snap, "nodes", None) is not None:  # every node of the job: grouped, worst first
+            from ..remote import group_by_node
+
+            groups = group_by_node(snap)
+            for node, st, paths, procs in groups[:MAX_NODES]:
+                status = (st or {}).get("status", "?")
+                cls = "gauges--ok" if status == "ok" else "gauges--crit" if status in (
+                    "no-answer", "exited", "other-schema", "garbage") else "gauges--warn"
+                t.append(f"▌node {node} · {status}", style=self._s(cls))
+                detail = (st or {}).get("detail")
+                t.append(f" {safe_str(detail)}\n" if detail and status != "ok" else "\n",
+                         style=self._s("gauges--dim"))
+                for pr in paths:
+                    self._path(t, pr, width)
+                for p in sorted(procs, key=lambda p: -(p.fd_used_pct or 0.0))[:MAX_PROCS]:
+                    self._proc(t, p, width)
+            if len(groups) > MAX_NODES:
+                rest = {}
+                for _n, st, _p, _q in groups[MAX_NODES:]:
+                    k = (st or {}).get("status", "?")
+                    rest[k] = rest.get(k, 0) + 1
+                t.append(f"… {len(groups) - MAX_NODES} more nodes, further from their limits ("
+                         + ", ".join(f"{v} {k}" for k, v in sorted(rest.items())) + ")\n",
+                         style=self._s("gauges--dim"))
+            t.rstrip()
+            return t
         seen: dict[tuple, int] = {}  # one gauge per filesystem: its first watched path
         shown: list[PathReading] = []
         for pr in snap.paths:
@@ -153,12 +181,13 @@ class Gauges(Static):
 
     def _path(self, t: Text, pr: PathReading, width: int, more: int = 0) -> None:
         fs = f" ({pr.fstype})" if pr.fstype else ""
-        on = f" on {pr.mount}" if pr.mount and pr.mount != pr.path else ""
-        t.append(_short(pr.path, width - len(fs) - len(on) - 2) + on + fs + "\n", style=self._s("gauges--title"))
+        fs = safe_str(fs)
+        on = f" on {safe_str(pr.mount)}" if pr.mount and pr.mount != pr.path else ""
+        t.append(_short(safe_str(pr.path), width - len(fs) - len(on) - 2) + on + fs + "\n", style=self._s("gauges--title"))
         if pr.measured_path and os.path.normpath(pr.measured_path) != os.path.normpath(pr.path) and pr.exists is False:
-            t.append(f"  not there yet: measured {pr.measured_path}\n", style=self._s("gauges--dim"))
+            t.append(f"  not there yet: measured {safe_str(pr.measured_path)}\n", style=self._s("gauges--dim"))
         if pr.error:
-            t.append(f"  ? {pr.error}\n", style=self._s("gauges--warn"))
+            t.append(f"  ? {safe_str(pr.error)}\n", style=self._s("gauges--warn"))
             return
         used = None if pr.bytes_free_pct is None else 100.0 - pr.bytes_free_pct
         reserved = f" · {human_bytes(pr.bytes_reserved)} reserved" if pr.bytes_reserved else ""
@@ -167,7 +196,7 @@ class Gauges(Static):
             iused = None if pr.inodes_free_pct is None else 100.0 - pr.inodes_free_pct
             self._bar(t, "inodes", iused, f"{human_count(pr.inodes_free)} free", width)
         extra = []
-        tr = self.path_trends.get(pr.path)
+        tr = self.path_trends.get((pr.node, pr.path) if pr.node else pr.path)
         if tr is not None:
             if tr.eta_full_seconds is not None:
                 extra.append(f"full in ~{fmt_duration(tr.eta_full_seconds)}")
@@ -187,12 +216,12 @@ class Gauges(Static):
         if how:
             t.append(f"  job's: {how}\n", style=self._s("gauges--dim"))
         if p.fds is None:
-            t.append(f"  ? not readable: {p.error or 'unknown'}\n", style=self._s("gauges--dim"))
+            t.append(f"  ? not readable: {safe_str(p.error or 'unknown')}\n", style=self._s("gauges--dim"))
             return
         lim = p.fd_soft_limit
         self._bar(t, "fds", p.fd_used_pct, f"{p.fds}/{lim if lim else '∞'}", width)
         extra = []
-        tr = self.proc_trends.get(p.pid)
+        tr = self.proc_trends.get((p.node, p.pid) if p.node else p.pid)
         if tr is not None:
             if tr.eta_saves is not None:
                 extra.append(f"fd limit in ~{tr.eta_saves} saves")

@@ -1,0 +1,56 @@
+"""Accuracy of `denpex scan` on logs it was not built with: the wild corpus (real logs users
+pasted into public issue threads, tests/fixtures/wild/) and our own fault-injected runs
+(tests/fixtures/runs/), each scored against its truth.json.
+
+    python bench/accuracy.py [wild|runs|all] [-v]
+
+Prints the score by family and by prefix format, then every case that is wrong.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from scoring import cases, score_case, table  # noqa: E402
+
+
+def pct(a: int, b: int) -> str:
+    return f"{a}/{b} ({100 * a / b:.0f} %)" if b else "-"
+
+
+def main(argv: list[str]) -> int:
+    which = argv[0] if argv and not argv[0].startswith("-") else "all"
+    verbose = "-v" in argv
+    sets = ["wild", "runs"] if which == "all" else [which]
+    for name in sets:
+        scores = [score_case(c) for c in cases(name)]
+        if not scores:
+            print(f"{name}: no cases")
+            continue
+        sig = sum(s.sig_ok for s in scores)
+        ranked = [s for s in scores if s.rank_ok is not None]
+        print(f"== {name}: {len(scores)} cases; signature {pct(sig, len(scores))}; "
+              f"rank {pct(sum(bool(s.rank_ok) for s in ranked), len(ranked))}; "
+              f"line {pct(sum(bool(s.line_ok) for s in scores), sum(s.line_ok is not None for s in scores))}")
+        for title, key in (("family", lambda s: [s.family]), ("format", lambda s: s.formats or ["?"])):
+            print(f"  by {title}:")
+            for k, (a, b, c, d) in table(scores, key).items():
+                print(f"    {k:24} signature {pct(a, b):14} rank {pct(c, d)}")
+        coll = [s for s in scores if s.collateral_ok is not None]
+        if coll:
+            print(f"  collateral set {pct(sum(s.collateral_ok for s in coll), len(coll))}")
+        wrong = [s for s in scores if not s.sig_ok or s.rank_ok is False or s.collateral_ok is False]
+        print(f"  wrong ({len(wrong)}):")
+        for s in wrong:
+            print(f"    {s.name}: got {s.got_sig} rank {s.got_rank}; truth {s.accept[:3]} rank {s.truth_rank}")
+        if verbose:
+            for s in scores:
+                print(f"    {'ok ' if s.sig_ok else 'BAD'} {s.name}: {s.got_sig} @ {s.got_line} (truth {s.truth_line})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,228 @@
+"""Python tracebacks as a stream of lines: the walk mode of a source.
+
+A ``Traceback (most recent call last):`` header opens a block on its stream (a rank's lines in a
+console stay apart); frames, the exception line, its continuation lines and chained
+exceptions (``During handling ...``, ``The above exception was the direct cause ...``,
+DataLoader's ``Original Traceback``) follow until the block is complete. The original exception
+of a chain decides the signature unless a later one is more specific (an errno or a known
+signature explaining a bare exception); the block's first line becomes the finding's ``line``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .catalog import Signature
+from .matcher import ANCHORS, Detection
+
+__all__ = ["TracebackMixin", "TB_HEADER", "ORIG_TB_HEADER"]
+
+_TB = ANCHORS["traceback"]
+_ORIG_TB = "Original Traceback (most recent call last):"
+_CHAIN = (ANCHORS["chain-during"], ANCHORS["chain-cause"])
+_EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::(?: |$)|$)")
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<func>.+)$')
+_MAX_BLOCK_LINES = 400
+_MAX_CONTINUATION = 30
+TB_HEADER, ORIG_TB_HEADER = _TB, _ORIG_TB
+
+StreamKey = tuple
+
+
+@dataclass
+class _Exc:
+    type: str
+    text: str
+    raw: str
+    line: int
+    offset: int
+    det: Detection | None
+    original: bool = False
+    origin: str | None = None  # the last frame printed before this exception
+    detail_sigs: list[tuple[Detection, str, int, int]] = field(default_factory=list)
+
+    @property
+    def sig(self) -> Signature | None:
+        return self.det.sig if self.det is not None else None
+
+
+@dataclass
+class _Block:
+    key: StreamKey
+    start_line: int
+    start_offset: int
+    rank: int | None
+    local: int | None
+    host: str | None
+    time: datetime | None
+    time_approx: bool
+    state: str = "frames"  # frames | after | chain
+    exceptions: list[_Exc] = field(default_factory=list)
+    origin_frame: str | None = None
+    nlines: int = 0
+    blanks: int = 0
+    continuation: int = 0
+    pending_original: bool = False
+    rank_override: int | None = None
+    priority: int | None = None
+    end_line: int = 0  # last line of the block that belongs to it (exception or its message)
+
+
+class TracebackMixin:
+    """The traceback state machine of :class:`~denpex_tui.core.pipeline.SourceProcessor`."""
+
+    def _open_block(self, key, data, s, lineno, off, g, local, host, t, *, rank_override=None, priority=None, time=None) -> None:
+        approx = False
+        if time is not None:
+            t = time
+        if t is None and data is not None:
+            t = self._prev_time(data, s, key)
+            approx = t is not None
+        if t is None and key in self.key_time:
+            t, approx = self.key_time[key], True
+        self.blocks[key] = _Block(
+            key=key,
+            start_line=lineno,
+            start_offset=off,
+            rank=rank_override if rank_override is not None else g,
+            local=local,
+            host=host,
+            time=t,
+            time_approx=approx,
+            rank_override=rank_override,
+            priority=priority,
+        )
+
+    def _block_line(self, b: _Block, text: str, raw_text: str, lineno: int, off: int, t, candidate: bool) -> bool:
+        """Feed one line of the block's stream; False when the line is not part of it."""
+        b.nlines += 1
+        if b.nlines > _MAX_BLOCK_LINES:
+            self._close_block(b.key)
+            return False
+        if b.rank is None and b.rank_override is None:
+            pass
+        stripped = text.strip()
+        if b.state == "frames":
+            if text.startswith(_TB):
+                return True
+            if text.startswith(_ORIG_TB):
+                b.pending_original = True
+                return True
+            m = _FRAME.match(text)
+            if m:
+                b.origin_frame = stripped
+                return True
+            if not stripped or text.startswith("    ") or set(stripped) <= set("^~ "):
+                return True
+            mexc = _EXC_LINE.match(stripped)
+            exc_type = mexc.group("type") if mexc else stripped.split(":", 1)[0][:80]
+            det = self.matcher.detect(text) if candidate else None
+            b.exceptions.append(_Exc(exc_type, stripped, raw_text, lineno, off, det, original=b.pending_original,
+                                     origin=b.origin_frame))
+            b.origin_frame = None
+            b.end_line = lineno
+            b.pending_original = False
+            b.state = "after"
+            b.blanks = 0
+            b.continuation = 0
+            return True
+        if b.state == "chain":
+            if not stripped:
+                return True
+            if text.startswith(_TB):
+                b.state = "frames"
+                return True
+            self._close_block(b.key)
+            return False
+        # after an exception line
+        if not stripped:
+            b.blanks += 1
+            if b.blanks > 3:
+                self._close_block(b.key)
+            return True
+        if any(stripped.startswith(c) for c in _CHAIN):
+            b.state = "chain"
+            return True
+        if text.startswith(_ORIG_TB):
+            b.pending_original = True
+            b.state = "frames"
+            return True
+        if text.startswith(_TB):
+            # A new, unrelated traceback on the same stream.
+            self._close_block(b.key)
+            return False
+        if t is not None or b.continuation >= _MAX_CONTINUATION:
+            self._close_block(b.key)
+            return False
+        # Continuation of a multi-line exception message (NCCL "Last error:" lines...).
+        b.continuation += 1
+        b.end_line = lineno
+        if candidate and b.exceptions:
+            det = self.matcher.detect(text)
+            if det is not None:
+                b.exceptions[-1].detail_sigs.append((det, stripped, lineno, off))
+        return True
+
+    def _close_block(self, key: StreamKey) -> None:
+        b = self.blocks.pop(key, None)
+        if b is None or not b.exceptions:
+            return
+        # The original exception of a chain is the cause; a later one replaces it only when it
+        # is more specific (a bare exception explained by an errno or a known signature).
+        first = next((e for e in b.exceptions if e.original), b.exceptions[0])
+        picks = []
+        for e in [first] + [x for x in b.exceptions if x is not first]:
+            if e.det is not None:
+                picks.append((e.det.tier, e.det, e, e.text, e.line, e.offset))
+            for det, dtext, dline, doff in e.detail_sigs:
+                picks.append((det.tier, det, e, dtext, dline, doff))
+        fields: dict = {}
+        for _, det, *_rest in picks:
+            for k, v in det.fields.items():
+                fields.setdefault(k, v)
+        own = [p for p in picks if p[2] is first and p[0] < 2]
+        best = own[0] if own else (min(picks, key=lambda p: p[0]) if picks else None)  # earliest on ties
+        if best is not None and (best[0] < 2 or best[2] is first):
+            _, det, cause, text, tline, toff = best
+            sig = det.sig if det.tier < 2 else self.catalog.get("python.uncaught-exception")
+            fields = {**fields, **det.fields}
+        else:
+            cause, text, tline, toff = first, first.text, first.line, first.offset
+            sig = self.catalog.get("python.uncaught-exception")
+        if sig is None:
+            return
+        if sig.id == "python.uncaught-exception":
+            fields["exc_type"] = cause.type
+        chained = [e.text for e in b.exceptions if e is not cause][:8]
+        g = b.rank_override if b.rank_override is not None else b.rank
+        self._emit(
+            sig,
+            text,
+            cause.raw,
+            b.start_line,
+            tline,
+            toff,
+            g,
+            b.local,
+            b.host,
+            b.time,
+            None,
+            None,
+            0,
+            key,
+            exc_type=cause.type,
+            origin=cause.origin,
+            tb_start=b.start_line,
+            chained=chained,
+            time_approx=b.time_approx,
+            priority=b.priority,
+            extra={"tb_end_line": b.end_line or tline},
+            fields=fields,
+        )
+        # Later exceptions of the chain with their own signature are context, kept for the view.
+        for e in b.exceptions:
+            if e is not cause and e.sig is not None and e.sig.id != sig.id:
+                self._marker(e.sig, e.text, e.line, g, b.local, b.time)
+

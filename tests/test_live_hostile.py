@@ -1,0 +1,301 @@
+"""The live engine against hostile files: FIFOs in place of logs, binary files, links
+out of the tree, sparse files. Tailer end to end, real time, bounded waits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from test_live_tailer import data_of, events, run_tailer, until
+
+LINE = b"[rank0]:[W1218 20:27:21.426 ProcessGroupNCCL.cpp:1168] Warning: WorkNCCL(SeqNum=1, OpType=BROADCAST)\n"
+
+
+@pytest.mark.parametrize("inotify", [True, False])
+def test_file_replaced_by_a_fifo_then_by_a_file_is_followed_promptly(tmp_path, inotify):
+    p = tmp_path / "console.log"
+    p.write_bytes(LINE)
+    box = {}
+
+    async def scenario(t, items):
+        await until(lambda: LINE in data_of(items, "console.log"))
+        fifo = tmp_path / "fifo.tmp"
+        os.mkfifo(fifo)
+        os.rename(fifo, p)
+        await until(lambda: any("FIFO" in e.detail for e in events(items, "error")), timeout=15)
+        new = tmp_path / "new.tmp"
+        new.write_bytes(b"[rank0]: after the FIFO\n")
+        os.rename(new, p)
+        t0 = time.monotonic()
+        await until(lambda: b"after the FIFO" in data_of(items, "console.log"), timeout=20)
+        box["dt"] = time.monotonic() - t0
+
+    run_tailer([str(p)], scenario, inotify=inotify, poll_max=2.0, poll_max_watched=10.0, timeout=60)
+    assert box["dt"] < 3.0
+
+
+def test_repeated_truncations_to_a_nonzero_size_do_not_double_the_view_lines(tmp_path):
+    """Issue: truncating to a non-zero size made the tailer deliver the lines before the
+    cut again (up to 12 times); findings hid it by de-duplication, the view did not."""
+    from denpex_tui.core.catalog import load_catalog
+    from denpex_tui.live.engine import Engine, LinesEvent
+
+    def line(i: int) -> bytes:
+        return (f"[rank0]:[E1218 20:27:{i % 60:02d}.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] Watchdog caught "
+                f"collective operation timeout: WorkNCCL(SeqNum={i}, OpType=BROADCAST, NumelIn=131072000, "
+                f"NumelOut=131072000, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.\n").encode()
+
+    p = tmp_path / "rank0.log"
+    p.write_bytes(b"".join(line(i) for i in range(40)))
+    seen: list[str] = []
+
+    async def main():
+        eng = Engine([str(p)], load_catalog(include_user=False), processes=False, keep_lines=10000,
+                     tailer_options=dict(poll_min=0.02, poll_max=0.2, poll_max_watched=0.5))
+
+        async def drive():
+            try:
+                await until(lambda: len(seen) >= 40, timeout=20)
+                nxt = 40
+                for _ in range(12):
+                    size = p.stat().st_size
+                    keep = p.read_bytes()[: size * 3 // 4]
+                    os.truncate(p, keep.rfind(b"\n") + 1)  # cut at a line boundary
+                    with open(p, "ab") as fh:
+                        fh.write(line(nxt))
+                    nxt += 1
+                    await until(lambda: any(f"SeqNum={nxt - 1}," in s for s in seen), timeout=20)
+            finally:
+                eng.stop()
+
+        task = asyncio.ensure_future(drive())
+        async for ev in eng.run():
+            if isinstance(ev, LinesEvent):
+                seen.extend(ll.text for ll in ev.lines)
+        await task
+
+    asyncio.run(asyncio.wait_for(main(), 90))
+    assert len(seen) == len(set(seen)) == 52
+
+
+def test_the_engine_queue_is_bounded_in_bytes():
+    """The tailer -> engine hand-off held 1024 chunks whatever their size: with the 1 MiB
+    pieces of one huge line, a gigabyte."""
+    from denpex_tui.live._queue import ByteQueue
+    from denpex_tui.live.sources import Chunk
+
+    async def main():
+        q = ByteQueue(max_bytes=4 << 20)
+        piece = Chunk("s", "p", b"x" * (1 << 20) + b"\n", 0)
+        n = 0
+
+        async def producer():
+            nonlocal n
+            for _ in range(64):
+                await q.put(piece)
+                n += 1
+
+        task = asyncio.ensure_future(producer())
+        await asyncio.sleep(0.05)
+        assert n == 4 and q.bytes <= 5 << 20  # waits for the consumer
+        got = 0
+        while got < 64:
+            await q.get()
+            got += 1
+            await asyncio.sleep(0)
+            assert q.bytes <= 5 << 20
+        await task
+
+    asyncio.run(main())
+
+
+def _vm(pid: int, key: str) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith(key + ":"))
+
+
+def test_follow_one_huge_line_stays_bounded_in_memory(tmp_path):
+    """`scan --follow` on a 384 MiB line without a newline: peak RSS stays far below the
+    line (the bench measures 138 MB for 2 GiB)."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "rank0.log"
+    size = 384 << 20
+    with open(p, "wb") as fh:
+        fh.write(LINE)
+        block = b"x" * (32 << 20)
+        for _ in range(size // len(block)):
+            fh.write(block)
+        fh.write(b"\n")
+    proc = subprocess.Popen([sys.executable, "-m", "denpex_tui", "scan", "--follow", str(p)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        def rchar() -> int:
+            with open(f"/proc/{proc.pid}/io") as fh:
+                return next(int(line.split()[1]) for line in fh if line.startswith("rchar:"))
+        while rchar() < size and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert rchar() >= size, "the file was not read in time"
+        time.sleep(1.0)  # the last pieces parsed
+        hwm = _vm(proc.pid, "VmHWM")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert hwm < 200e6, f"peak RSS {hwm / 1e6:.0f} MB for a {size >> 20} MiB line"
+
+
+@pytest.fixture
+def stalling_mount(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    try:
+        import mfusepy  # noqa: F401
+    except (ImportError, OSError) as exc:
+        pytest.skip(f"FUSE tests need mfusepy and libfuse3 (apt-get install fuse3): {exc}")
+    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
+        pytest.skip("no /dev/fuse or fusermount3 on this machine")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("fuse_stall.py")), str(mnt)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while not os.path.ismount(mnt):
+        if proc.poll() is not None:
+            pytest.skip(f"cannot mount FUSE here: {proc.stderr.read().decode()[-200:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.skip("FUSE mount did not come up")
+        time.sleep(0.05)
+    STALL_DAEMONS.append(proc)
+    try:
+        yield mnt
+    finally:
+        STALL_DAEMONS.remove(proc)
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+STALL_DAEMONS: list = []  # the FUSE daemons of stalling_mount (a test may end one early)
+
+
+def test_a_time_out_keeps_the_findings_already_made(stalling_mount):
+    """The mount stops answering after the file's first 8 MiB, which hold a CUDA OOM: the
+    source is reported as hung and the OOM is still the diagnosis (it was discarded)."""
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "denpex_tui", "scan", "--json", "--io-timeout", "2",
+                        str(stalling_mount / "rank3.log")], capture_output=True, text=True, timeout=60)
+    assert "rank3.log: no progress for 2 s (hung filesystem?)" in r.stderr
+    doc = json.loads(r.stdout)
+    assert [f["signature"] for f in doc["findings"]] == ["cuda.oom"]
+    assert doc["incidents"] and doc["incidents"][0]["initiating"]["rank"] == 3
+    assert r.returncode == 1, r.stderr
+
+
+OOM3 = b"[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 19.68 GiB. GPU 0 has a total capacity of 23.68 GiB of which 11.88 GiB is free.\n"
+
+
+def _sparse(p) -> None:
+    """A real line, then a 1 TiB hole (``truncate -s 1T``)."""
+    p.write_bytes(OOM3)
+    os.truncate(p, 1 << 40)
+
+
+def test_scan_skips_a_sparse_region_at_seek_speed_and_keeps_the_finding(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    p = tmp_path / "rank3.log"
+    _sparse(p)
+    with open(p, "ab") as fh:
+        fh.write(b"[rank3]: after the hole\n")
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "denpex_tui", "scan", "--json", "--io-timeout", "5", str(p)],
+                       capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - t0 < 10
+    assert "hung" not in r.stderr and r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert [f["signature"] for f in doc["findings"]] == ["cuda.oom"]
+
+
+def test_follow_skips_a_sparse_region_at_seek_speed(tmp_path):
+    p = tmp_path / "rank3.log"
+    _sparse(p)
+    box = {}
+
+    async def scenario(t, items):
+        await until(lambda: OOM3 in data_of(items, "rank3.log"))
+        await asyncio.sleep(0.5)
+        with open(p, "ab") as fh:  # the writer goes on after the hole
+            fh.write(b"[rank3]: after the hole\n")
+        t0 = time.monotonic()
+        await until(lambda: b"after the hole" in data_of(items, "rank3.log"), timeout=20)
+        box["dt"] = time.monotonic() - t0
+        box["chunks"] = [c for c in items if hasattr(c, "data") and b"after the hole" in c.data]
+
+    run_tailer([str(p)], scenario, timeout=40)
+    assert box["dt"] < 3.0
+    assert b"\x00" not in box["chunks"][0].data and "sparse" in box["chunks"][0].note
+
+
+def _tree_with_links(tmp_path):
+    import sys
+
+    tree, outside = tmp_path / "logs", tmp_path / "elsewhere"
+    tree.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_bytes(b"[rank0]: a line from outside the log tree\n")
+    (tree / "rank0.log").symlink_to(outside / "secret.txt")
+    (tree / "rank1.log").symlink_to("/proc/kmsg")
+    os.mkfifo(outside / "fifo")
+    (tree / "rank2.log").symlink_to(outside / "fifo")
+    (tree / "rank3.log").write_bytes(OOM3)
+    with open(os.path.realpath(sys.executable), "rb") as fh:  # a real binary, named like a log
+        (tree / "rank5.log").write_bytes(fh.read(64 << 10))
+    return tree
+
+
+def test_follow_reports_links_out_of_the_tree_refuses_special_files_and_skips_binaries(tmp_path):
+    tree = _tree_with_links(tmp_path)
+
+    async def scenario(t, items):
+        await until(lambda: OOM3 in data_of(items, "rank3.log"))
+        await until(lambda: len(events(items, "error")) >= 3, timeout=10)
+        await asyncio.sleep(0.5)
+
+    items = run_tailer([str(tree) + "/"], scenario)
+    by_name = {}
+    for e in events(items):
+        by_name.setdefault(os.path.basename(e.path), []).append((e.state, e.detail))
+    assert any("followed a link outside the tree" in d for s, d in by_name["rank0.log"])
+    assert by_name["rank1.log"] == [("error", "a link to a file of /proc: /proc/kmsg: not followed")]
+    assert by_name["rank2.log"] == [("error", "a link to a FIFO, device or socket: not followed")]
+    assert ("error", "binary file, not a log: not followed") in by_name["rank5.log"]
+    assert data_of(items, "rank5.log") == b""
+    assert data_of(items, "rank1.log") == b""
+
+
+def test_scan_reports_links_out_of_the_tree_and_refuses_special_files(tmp_path):
+    import subprocess
+    import sys
+
+    tree = _tree_with_links(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "denpex_tui", "scan", str(tree)], capture_output=True, text=True, timeout=60)
+    assert "rank0.log: followed a link outside the tree" in r.stderr
+    assert "rank1.log: a link to a file of /proc: /proc/kmsg: skipped" in r.stderr
+    assert "rank2.log: a link to a FIFO, device or socket: skipped" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "denpex_tui", "scan", "/proc/kmsg"], capture_output=True, text=True,
+                       timeout=60)
+    assert "not a regular file (a file of /proc: /proc/kmsg)" in r.stderr and r.returncode == 2

@@ -1,0 +1,148 @@
+"""Signals and teardown: no --exec command outlives Denpex, no broken terminal, no stray
+report. Checked by process group and by the last bytes written to the terminal."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from test_live_hostile import stalling_mount  # noqa: F401  (a fixture: a FUSE file that stops answering)
+
+ENOSPC = "OSError: [Errno 28] No space left on device: '/ckpt/global_step100/mp_rank_00_model_states.pt'\n"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _wait_gone(pgid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _group_alive(pgid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _read_until(stream, pattern: bytes, timeout: float = 20.0) -> re.Match:
+    import select
+
+    buf = b""
+    deadline = time.monotonic() + timeout
+    fd = stream.fileno()
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if fd in r:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            m = re.search(pattern, buf)
+            if m:
+                return m
+    raise AssertionError(f"{pattern!r} not seen in {buf[-500:]!r}")
+
+
+def _follow_with_exec(tmp_path, cmd="sleep 600"):
+    log = tmp_path / "rank0.log"
+    log.write_text("[rank0]: step 1\n")
+    proc = subprocess.Popen([sys.executable, "-m", "denpex_tui", "scan", "--follow", "--exec", cmd, str(log)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    m = _read_until(proc.stdout, rb"\[source\] added: exec: [^\n]*\(pid (\d+)")
+    return proc, int(m.group(1)), log
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
+def test_follow_killed_by_a_signal_leaves_no_exec_command(tmp_path, sig):
+    proc, pgid, _ = _follow_with_exec(tmp_path)
+    try:
+        assert _group_alive(pgid)
+        proc.send_signal(sig)
+        proc.wait(timeout=20)
+        assert _wait_gone(pgid), f"the --exec command's group {pgid} survived {sig.name}"
+    finally:
+        if _group_alive(pgid):
+            os.killpg(pgid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_follow_whose_reader_went_away_leaves_no_exec_command(tmp_path):
+    """`denpex scan --follow ... | head -1`: the reader closes the pipe, our next write
+    gets SIGPIPE."""
+    proc, pgid, log = _follow_with_exec(tmp_path)
+    try:
+        proc.stdout.close()
+        with open(log, "a") as fh:  # a finding: an event to write into the closed pipe
+            fh.write("[rank0]: " + ENOSPC)
+        proc.wait(timeout=30)
+        assert _wait_gone(pgid), f"the --exec command's group {pgid} survived SIGPIPE"
+        assert b"Traceback" not in proc.stderr.read()
+    finally:
+        if _group_alive(pgid):
+            os.killpg(pgid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_busy_exec_at_exit_prints_no_event_loop_noise(tmp_path):
+    proc, pgid, _ = _follow_with_exec(tmp_path, "yes '[rank1]: step 1 | loss 2.0421'")
+    try:
+        time.sleep(1.0)  # it writes as fast as it can
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert b"Event loop is closed" not in err and b"Exception ignored" not in err, err.decode()[-800:]
+        assert _wait_gone(pgid)
+    finally:
+        if _group_alive(pgid):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+
+def test_scan_killed_with_sigterm_takes_its_forked_worker_with_it(stalling_mount):
+    """`denpex scan SLOWDIR & kill -TERM $!`: the parent exits at once (143), and the forked
+    worker must not write its report to the shell when its read times out later. (A
+    process blocked in a FUSE read the daemon never answers cannot finish dying until it
+    answers: the kernel keeps it, and the pipe, until the unmount; it must never write.)"""
+    proc = subprocess.Popen([sys.executable, "-m", "denpex_tui", "scan", "--io-timeout", "2",
+                             str(stalling_mount / "rank3.log")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.5)  # the worker is reading, then blocked on the mount
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == -signal.SIGTERM
+    out, err = _collect(proc.stdout, 4.0), _collect(proc.stderr, 0.2)  # past the 2 s time-out
+    assert out == b"" and b"no progress" not in err, (out[-300:], err[-300:])
+    subprocess.run(["fusermount3", "-u", "-z", str(stalling_mount)], capture_output=True)
+    from test_live_hostile import STALL_DAEMONS
+
+    for d in STALL_DAEMONS:
+        d.kill()  # the blocked read fails: the killed worker can finish dying
+    assert _collect(proc.stdout, 10.0, until_eof=True) == b""
+
+
+def _collect(stream, timeout: float, until_eof: bool = False) -> bytes:
+    import select
+
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([stream], [], [], 0.1)
+        if r:
+            chunk = os.read(stream.fileno(), 65536)
+            if not chunk:
+                return buf
+            buf += chunk
+    if until_eof:
+        raise AssertionError(f"no EOF after {timeout} s: the worker is still alive ({buf[-300:]!r})")
+    return buf
