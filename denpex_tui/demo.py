@@ -18,7 +18,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["DemoLine", "demo_lines", "write_demo_job", "play_demo_job", "DEMO_RANKS", "DEMO_FAILING_RANK"]
+__all__ = ["DemoLine", "demo_lines", "write_demo_job", "play_demo_job", "DEMO_RANKS", "DEMO_FAILING_RANK",
+           "DEMO_DISK_FILE", "SHARD_BYTES", "DEMO_DISK_BYTES"]
 
 DEMO_RANKS = 8
 DEMO_FAILING_RANK = 5
@@ -27,6 +28,12 @@ _JOB = "/scratch/denpex-demo/run01"
 _PY = "/opt/venvs/torch/lib/python3.11/site-packages"
 _PIDS = {r: 41230 + r for r in range(DEMO_RANKS)}
 _AGENT_PID = 41222
+# The demo's checkpoint disk: a quota the demo keeps itself (a JSON file in its folder), so that
+# rank 5 really runs out of space in something the demo controls; ``watch --demo`` shows these
+# readings labelled as the demo's simulated disk, never the real filesystem's.
+SHARD_BYTES = 1_350_000
+DEMO_DISK_BYTES = 39 * SHARD_BYTES + 200_000  # 4 full saves and 7 shards of the 5th fit; rank 5's does not
+DEMO_DISK_FILE = ".denpex-demo-disk.json"
 
 
 @dataclass
@@ -218,9 +225,23 @@ def play_demo_job(root: str | os.PathLike, *, start: datetime | None = None, rea
         out(p["rank"](r, "stderr"))
     out(p["console"])
     start = start or datetime.now().replace(microsecond=0)
+    used = 0
+
+    def disk(used: int, full: bool = False) -> None:
+        tmp = root / (DEMO_DISK_FILE + ".tmp")
+        tmp.write_text(json.dumps({"capacity": DEMO_DISK_BYTES, "used": used, "path": str(root / "checkpoints"),
+                                   "full": full}))
+        os.replace(tmp, root / DEMO_DISK_FILE)
+
+    disk(0)
     try:
         ckpt_root = root / "checkpoints"
         for line in demo_lines(start, ckpt_root=str(ckpt_root)):
+            if "train: Saved checkpoint shard" in line.text:
+                used += SHARD_BYTES
+                disk(used)
+            elif "train: Checkpoint save failed" in line.text:  # its shard did not fit: the disk is full
+                disk(DEMO_DISK_BYTES, full=True)
             if "Saving model checkpoint to" in line.text:  # the folder the save is about
                 (ckpt_root / line.text.rsplit("/", 1)[1]).mkdir(parents=True, exist_ok=True)
             if stop is not None and stop.is_set():

@@ -5,13 +5,19 @@
 
 The demo job is written finished (``write_demo_job``) at a fixed time; a healthy job is the
 demo's lines before the failure. The live engine reads them and its events are replayed to the
-app in a fixed order (``denpex_tui.app.replay``), with a frozen clock and fixed probe readings
-(a nearly full checkpoint filesystem, one rank close to its fd limit) for the gauges.
+app in a fixed order (``denpex_tui.app.replay``), with a frozen clock and the demo's own
+readings for the gauges: its checkpoint disk is the quota the demo keeps itself (rank 5 fills
+it), labelled as the demo's simulated disk; /dev/shm is given fixed numbers. The demo runs no
+processes, so none are shown.
+
+The SVGs use a font stack that renders without network access (no CDN font): the monospace
+fonts a system has (DejaVu Sans Mono, Liberation Mono, Menlo, Consolas), then ``monospace``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import sys
 from datetime import datetime, timedelta
@@ -23,10 +29,10 @@ from denpex_tui.app.replay import collect
 from denpex_tui.app.widgets.fixpanel import FixPanel
 from denpex_tui.app.widgets.logview import LogView
 from denpex_tui.core.catalog import load_catalog
-from denpex_tui.demo import demo_lines, write_demo_job
+from denpex_tui.app.demodisk import DEMO_MOUNT
+from denpex_tui.demo import DEMO_DISK_BYTES, SHARD_BYTES, demo_lines, write_demo_job
 from denpex_tui.probes.differential import differential, differential_kind, metrics_for
-from denpex_tui.probes.readings import PathReading, ProcessReading, Snapshot
-from denpex_tui.probes.trends import PathTrend, ProcessTrend
+from denpex_tui.probes.readings import PathReading, Snapshot
 
 OUT = Path(__file__).resolve().parent
 WORK = Path("/tmp/denpex-screenshots")
@@ -48,24 +54,30 @@ def write_healthy(root: Path) -> None:
 
 
 def readings(root: str, near: bool = True):
-    total, free = 2000 * GIB, (21 if near else 1210) * GIB
-    ckpt = PathReading(path=root, why=["--path"], exists=True, measured_path=root, mount="/scratch", fstype="lustre",
-                       fs_class="parallel", network_fs=True, bytes_total=total, bytes_free=free, bytes_reserved=0,
-                       bytes_used=total - free, inodes_total=50_000_000, inodes_free=9_000_000,
-                       deleted_open_bytes=96 * GIB)
+    """The demo's disk as the demo keeps it: full after rank 5's failed save (``near``), or
+    after the healthy job's saves; /dev/shm with fixed numbers."""
+    used = DEMO_DISK_BYTES if near else 16 * SHARD_BYTES
+    paths = []
+    for d in (f"{root}/checkpoints", f"{root}/checkpoints/checkpoint-100"):
+        paths.append(PathReading(path=d, why=["demo checkpoint disk"], exists=True, measured_path=d, mount=DEMO_MOUNT,
+                                 fstype="demo", source="denpex --demo", fs_class="local", network_fs=False,
+                                 bytes_total=DEMO_DISK_BYTES, bytes_free=DEMO_DISK_BYTES - used, bytes_reserved=0,
+                                 bytes_used=used, inodes_total=100_000, inodes_free=99_930))
     shm = PathReading(path="/dev/shm", why=["/dev/shm"], exists=True, measured_path="/dev/shm", mount="/dev/shm",
-                      fstype="tmpfs", fs_class="memory", bytes_total=256 * GIB, bytes_free=231 * GIB,
-                      inodes_total=60_000_000, inodes_free=59_000_000, is_shm=True)
-    procs = [ProcessReading(pid=41230 + r, rank=r, local_rank=r, role="worker", readable=True, status="sleeping",
-                            fds=(1003 if r == 5 and near else 612 + 9 * r), fd_soft_limit=1024, fd_hard_limit=4096,
-                            deleted_open_files=4 if r == 5 and near else 0,
-                            deleted_open_bytes=96 * GIB if r == 5 and near else 0)
-             for r in range(8)]
-    snap = Snapshot(time=NOW, host="gpu-node-01", processes=procs, paths=[ckpt, shm])
-    if not near:
-        return snap, {}, {}
-    return (snap, {root: PathTrend(root, free, ckpt.inodes_free, eta_full_seconds=11 * 60)},
-            {41235: ProcessTrend(41235, 5, 5, 1003, 1024, saves_observed=7, save_interval_s=240.0, eta_saves=2)})
+                      fstype="tmpfs", fs_class="memory", bytes_total=256 * GIB, bytes_used=25 * GIB,
+                      bytes_free=231 * GIB, bytes_reserved=0, inodes_total=60_000_000, inodes_free=59_000_000,
+                      is_shm=True)
+    snap = Snapshot(time=NOW, host="gpu-node-01", processes=[], paths=paths + [shm])
+    return snap, {}, {}
+
+
+OFFLINE_FONTS = '"DejaVu Sans Mono", "Liberation Mono", Menlo, Consolas, monospace'
+
+
+def offline_fonts(svg: str) -> str:
+    """No web font: drop Rich's @font-face rules (CDN URLs) and name local monospace fonts."""
+    svg = re.sub(r"\s*@font-face\s*\{[^}]*\}", "", svg)
+    return re.sub(r"font-family: Fira Code, monospace;", f"font-family: {OFFLINE_FONTS};", svg)
 
 
 async def shoot(name, root, engine, size, *, theme=None, probes=False, near=True, steps=()):
@@ -84,8 +96,9 @@ async def shoot(name, root, engine, size, *, theme=None, probes=False, near=True
             app.post_message(ProbeUpdate(snap, ptr, prt))
             f = app.query_one(FixPanel).finding
             if f is not None and differential_kind(f.signature):  # what the probe thread would measure
-                app.post_message(Measured(app._fix_key, metrics_for(None, snap, du=False),
-                                          differential(f.signature, None, snap, None, du=False)))
+                path = f"{root}/checkpoints/checkpoint-100"
+                app.post_message(Measured(app._fix_key, metrics_for(path, snap, du=False),
+                                          differential(f.signature, path, snap, None, du=False, error_node=f.node)))
                 await pilot.pause(0.3)
         for step in steps:
             await pilot.press(step)
@@ -95,7 +108,7 @@ async def shoot(name, root, engine, size, *, theme=None, probes=False, near=True
             if "x" not in steps or app.query_one(LogView).buf.notes:
                 break
         await pilot.pause(0.3)
-        app.save_screenshot(filename=f"{name}.svg", path=str(OUT))
+        (OUT / f"{name}.svg").write_text(offline_fonts(app.export_screenshot()), encoding="utf-8")
         print(f"screenshots/{name}.svg")
 
 

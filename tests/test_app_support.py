@@ -78,7 +78,8 @@ async def settle(app: DenpexApp, pilot, *, incident: bool = True, timeout: float
         sig = (app.state.version, log.row_count, app.query_one(FixPanel).finding)
         if sig != last:
             last, since = sig, loop.time()
-        ready = log.row_count > 0 and app.state.summary.sources > 0
+        ready = log.row_count > 0 and app.state.summary.sources > 0 and (
+            not log.follow or log.scroll_y >= log.max_scroll_y)
         if incident:
             ready = ready and app.state.incident is not None and app.query_one(FixPanel).finding is not None
         if ready and loop.time() - since >= quiet:
@@ -111,3 +112,32 @@ def fixed_readings(root: str, near_limits: bool = True):
     if near_limits:
         prt[41232] = ProcessTrend(41232, 2, 2, 1015, 1024, saves_observed=6, save_interval_s=300.0, eta_saves=3)
     return snap, ptr, prt
+
+
+async def until(pilot, cond, timeout: float = 10.0, step: float = 0.05) -> bool:
+    """Wait (bounded) until ``cond()`` holds; returns whether it did."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() >= end:
+            return False
+        await pilot.pause(step)
+    return True
+
+
+def shown_lines(log) -> list:
+    """The log lines (not explanation rows) the log view shows, top to bottom."""
+    out = []
+    for i in range(log.row_count):
+        e = log.buf.entry(i)
+        if isinstance(e, int):
+            out.append(log.buf.line(e))
+    return out
+
+
+def widget_text(widget) -> list[str]:
+    """The lines a widget shows now, as plain text (what the terminal gets, without styles)."""
+    from textual.geometry import Region
+
+    w, h = widget.size
+    return ["".join(seg.text for seg in strip) for strip in widget.render_lines(Region(0, 0, w, h))]

@@ -17,9 +17,7 @@ from denpex_tui.app.discover import discover_logs
 from denpex_tui.app.explaining import block_of
 from denpex_tui.app.model import JobSummary, WatchState, fmt_age
 from denpex_tui.app.theming import DEFAULT_THEME, VARIABLE_DEFAULTS, builtin_theme_dir, load_themes, theme_from_data
-from denpex_tui.app.widgets.logbuffer import LogBuffer
 from denpex_tui.core.model import Finding, Incident
-from denpex_tui.live.engine import LogLine
 
 # -- themes -------------------------------------------------------------------------------
 
@@ -104,29 +102,6 @@ def test_diagnosis_healthy_and_silent_rank():
 # -- log buffer ---------------------------------------------------------------------------
 
 
-def _ll(source, line, text="x", rank=None, local=None):
-    return LogLine(source, line, text, (), rank, local, "node", 0.0)
-
-
-def test_log_buffer_is_bounded_and_hides_console_copies():
-    b = LogBuffer(cap=100)
-    b.kinds = {"/c/console.log": "console", "/c/r1.log": "rank-file"}
-    b.ranks_with_files = {1}
-    b.add([_ll("/c/r1.log", i, rank=1) for i in range(1, 61)])
-    b.add([_ll("/c/console.log", i, local=1) for i in range(1, 61)])  # copies of rank 1's lines
-    b.add([_ll("/c/console.log", 61, "agent line")])
-    b.rank_map = {("node", 1): 1}
-    b.rebuild()
-    assert [b.line(s).source for s in b.rows if isinstance(s, int)].count("/c/console.log") == 1
-    cut, _ = b.add([_ll("/c/r1.log", 60 + i, rank=1) for i in range(1, 40)])
-    assert len(b.lines) <= 125 and cut > 0
-    b.rank_filter = 1
-    b.rebuild()
-    assert all(b.rank_of(b.line(s)) == 1 for s in b.rows)
-    i = b.find_row(-1, 1, lambda ll: ll.line == 70)
-    assert i is not None and b.line(b.rows[i]).line == 70
-
-
 def test_block_of_uses_the_traceback_range_of_the_findings():
     f = _f(5, "torch.save-write-failed", "initiating", path="/l/5/stderr.log", line=1,
            traceback_start=1, extra={"tb_end_line": 24})
@@ -178,3 +153,16 @@ def test_commands_from_a_user_pack_and_incomplete_ones_say_so():
     assert command_note(cmd) == "[user pack: team-pack]  fill in <ckpt_dir>"
     shown = CommandRow(cmd, 1).command_text.plain
     assert "[user pack: team-pack]" in shown and "$ " + cmd.text in shown
+
+
+def test_bad_start_up_input_is_one_line_and_exit_2_before_the_screen(tmp_path, capsys):
+    from denpex_tui import cli
+
+    assert cli.main(["watch", str(tmp_path / "nonexistent")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"denpex watch: {tmp_path / 'nonexistent'}: no such file or directory (--wait-for-logs waits for it)"]
+    assert cli.main(["watch", str(tmp_path), "--theme", "nosuch"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("denpex watch: no theme named 'nosuch'") and "denpex-dark" in err[0]
+    assert cli.main(["watch", str(tmp_path / "*.log")]) == 2
+    assert "no file matches" in capsys.readouterr().err

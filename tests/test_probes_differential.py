@@ -51,16 +51,31 @@ def test_metrics_cover_the_doc_table(tmp_path):
 def test_path_missing_here_makes_path_causes_unknown(tmp_path):
     snap = Prober(pids=[], paths=[str(tmp_path)], discover=False).snapshot()
     gone = tmp_path / "node-local-nvme" / "zero_stage_3" / "x.swp"
-    d = differential("os.enospc", str(gone), snap)
+    d = differential("os.enospc", str(gone), snap, error_node="gpu-node-07")
     v = verdicts(d)
     assert v["blocks"] == v["inodes"] == v["reserved"] == v["deleted-open"] == "unknown"
-    assert any("does not exist on this machine" in c for c in d.caveats)
+    # never a reading of another filesystem (the nearest existing ancestor): where to measure it
+    assert not d.here and d.measured_path is None and d.mount is None
+    cmd = f"df -h -- {gone.parent} && df -i -- {gone.parent}"
+    assert d.where() == f"{gone} is not on this machine: measure it on gpu-node-07 with: {cmd}"
+    assert d.caveats == [d.where()] and d.summary().startswith("not on this machine")
+    by = {c.cause: c for c in d.candidates}
+    assert by["blocks"].evidence == f"not on this machine: measure it on gpu-node-07 with: {cmd}"
+    assert all(by[k].measured == {} and "GiB" not in by[k].evidence
+               for k in ("blocks", "inodes", "reserved", "deleted-open"))
+    assert by["deleted-open"].check.startswith(f"lsof -nP +L1 2>/dev/null | grep -F -- {gone.parent}")
     assert d.metrics["path.bytes_free_pct"] is None
     assert d.note == NOTE == "measured now, not at failure time"
     # a file that was never written, in a directory that exists: its filesystem is measured
     d2 = differential("os.enospc", str(tmp_path / "ckpt.pt"), snap, du=False)
     assert verdicts(d2)["blocks"] == "unlikely" and d2.caveats == []
     assert d2.measured_path == os.path.realpath(tmp_path)
+    assert d2.where().startswith(f"measured {os.path.realpath(tmp_path)} on {d2.mount}")
+    # no path in the error and none given with --path: nothing is measured, nothing is claimed
+    assert differential("os.enospc", None, snap, du=False).measured_path == os.path.realpath(tmp_path)  # --path
+    d3 = differential("os.enospc", None, Snapshot(time=time.time(), host="h", paths=[]), du=False)
+    assert d3.measured_path is None and verdicts(d3)["blocks"] == "unknown"
+    assert d3.where() == "nothing measured: the error names no path"
 
 
 def test_edquot_and_lustre_quota():

@@ -160,3 +160,49 @@ def test_classifiers():
                                  "finetune_deepseekcoder.py", "--local_rank=0"]) == 0
     assert local_rank_from_argv(["python", "x.py", "--local-rank", "3"]) == 3
     assert local_rank_from_argv(["python", "x.py", "--local_rankx=3"]) is None
+
+
+def test_only_processes_tied_to_the_job_are_its_own_and_each_says_how(tmp_path):
+    """Three real worker processes (RANK in their environment) on this machine: one runs in the
+    job's folder, one holds a job log open from elsewhere, one is another job's."""
+    import subprocess
+    import sys as _sys
+
+    from denpex_tui.probes.jobtie import tie_to_job
+    from denpex_tui.probes.processes import find_training_processes
+
+    job = tmp_path / "job"
+    (job / "logs").mkdir(parents=True)
+    log = job / "logs" / "rank1.log"
+    log.write_text("2026-11-29 17:40:10,913 INFO [rank1/2] train: step 1\n")
+    other = tmp_path / "other-job"
+    other.mkdir()
+    code = "import sys, time; f = open(sys.argv[1]) if len(sys.argv) > 1 else None; print('up', flush=True); time.sleep(60)"
+    env = {**os.environ, "WORLD_SIZE": "2"}
+    procs = [
+        subprocess.Popen([_sys.executable, "-c", code], cwd=job, env={**env, "RANK": "0", "LOCAL_RANK": "0"},
+                         stdout=subprocess.PIPE, text=True),
+        subprocess.Popen([_sys.executable, "-c", code, str(log)], cwd=other, env={**env, "RANK": "1", "LOCAL_RANK": "1"},
+                         stdout=subprocess.PIPE, text=True),
+        subprocess.Popen([_sys.executable, "-c", code], cwd=other, env={**env, "RANK": "0", "LOCAL_RANK": "0"},
+                         stdout=subprocess.PIPE, text=True),
+    ]
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "up"
+        mine = {p.pid for p in procs}
+        found = [t for t in find_training_processes() if t.pid in mine]
+        assert len(found) == 3
+        ours, others = tie_to_job(found, [str(job)])
+        how = {t.process.pid: t.how for t in ours}
+        assert how == {procs[0].pid: f"runs in {os.path.realpath(job)}",
+                       procs[1].pid: f"has {os.path.realpath(log)} open"}
+        assert [t.process.pid for t in others] == [procs[2].pid]
+        # another user's processes are not followed unless asked
+        ours_u, _ = tie_to_job(found, [str(job)], uid=os.getuid() + 12345)
+        assert ours_u == []
+        assert len(tie_to_job(found, [str(job)], uid=os.getuid() + 12345, all_users=True)[0]) == 2
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

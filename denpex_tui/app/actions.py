@@ -8,9 +8,12 @@ from __future__ import annotations
 from textual import work
 from textual.widgets import Input
 
+import bisect
+
 from . import explaining
-from .messages import ExplainReady
-from .screens.help import HelpScreen
+from .messages import ExplainReady, SearchDone
+from .search import SearchQuery, compile_query
+from .screens.help import NAVIGATION, HelpScreen
 from .widgets.explain import explanation_lines
 from .widgets.findings import FindingList
 from .widgets.fixpanel import CommandRow, FixPanel
@@ -58,7 +61,7 @@ class WatchActions:
             self.jump_to(f.path, f.traceback_start or f.line, rank=f.rank)
 
     def on_rank_table_rank_selected(self, msg: RankTable.RankSelected) -> None:
-        self.query_one(LogView).set_filter(rank=msg.rank)
+        self.set_log_filter(msg.rank, True)
         if self.screen.has_class("-compact"):
             self.action_pane("log")
         self._refresh()
@@ -70,11 +73,10 @@ class WatchActions:
         log = self.query_one(LogView)
         seq = log.buf.seq_of(path, line)
         if seq is None:
-            self.notify(f"{path}:{line} is not in the view's buffer any more", severity="warning")
+            self.notify(f"{path}:{line} is not in the timeline yet (still indexing)", severity="warning")
             return False
-        if not log.goto_seq(seq, center=True):
-            log.set_filter(rank=rank if rank is not None else log.buf.rank_of(log.buf.line(seq)), hide_copies=False)
-            log.goto_seq(seq, center=True)
+        if not log.goto_seq(seq, center=True):  # hidden by the filter: show it with its rank
+            self.set_log_filter(rank if rank is not None else log.buf.rank_of(log.buf.line(seq)), False, jump=seq)
         if self.screen.has_class("-compact"):
             self.action_pane("log")
         else:
@@ -94,8 +96,11 @@ class WatchActions:
 
     def action_finding(self, step: int) -> None:
         log = self.query_one(LogView)
-        starts = {(f.path, f.traceback_start or f.line) for f in self.state.findings.values()}
-        row = log.buf.find_row(log.cursor, step, lambda ll: (ll.source, ll.line) in starts)
+        rows = sorted(i for f in self.state.findings.values()
+                      if (seq := log.buf.seq_of(f.path, f.traceback_start or f.line)) is not None
+                      and (i := log.buf.index_of(seq)) is not None)
+        after = [i for i in rows if (i > log.cursor if step > 0 else i < log.cursor)]
+        row = (after[0] if step > 0 else after[-1]) if after else None
         if row is None:
             self.notify("no more findings " + ("below" if step > 0 else "above"))
             return
@@ -111,43 +116,133 @@ class WatchActions:
         self._refresh()
 
     def action_all_ranks(self) -> None:
-        self.query_one(LogView).set_filter(rank=None, hide_copies=True)
+        self.set_log_filter(None, True)
         self._refresh()
 
     def action_toggle_copies(self) -> None:
-        log = self.query_one(LogView)
-        log.set_filter(rank=log.rank_filter, hide_copies=not log.hide_copies)
-        self.notify("console copies " + ("hidden" if log.hide_copies else "shown"))
+        rank, hide = self._want_view
+        self.set_log_filter(rank, not hide)
+        self.notify("console copies " + ("shown" if hide else "hidden"))
 
     def action_search(self) -> None:
         if self.screen.has_class("-compact"):
             self.action_pane("log")
         box = self.query_one("#search", Input)
+        self._search_placeholder()
         box.display = True
         box.focus()
+
+    def _search_placeholder(self) -> None:
+        case = "on" if self._search_case else "smart"
+        self.query_one("#search", Input).placeholder = (
+            f"search {'RE2 regex' if self._search_regex else 'plain text'} (ctrl+r), case {case} (ctrl+t)"
+            " · Enter finds, Esc closes")
+
+    def action_search_regex(self) -> None:
+        self._search_regex = not self._search_regex
+        self._search_placeholder()
+
+    def action_search_case(self) -> None:
+        self._search_case = not self._search_case
+        self._search_placeholder()
 
     def on_input_submitted(self, msg: Input.Submitted) -> None:
         if msg.input.id != "search":
             return
         log = self.query_one(LogView)
-        log.set_search(msg.value)
         msg.input.display = False
         log.focus()
-        if msg.value:
-            self.action_search_next(1)
+        text = msg.value
+        if not text:
+            log.set_search("", None)
+            self._search_q, self._matches = None, None
+            self._search_status("")
+            return
+        case = self._search_case or (text != text.lower())  # smart case, as lnav and vim
+        q = SearchQuery(text, regex=self._search_regex, case=case)
+        try:
+            rx = compile_query(q, text=True)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        log.set_search(text, rx)
+        self._search_q, self._matches, self._search_rx = q, None, rx
+        self._search_follow = log.follow  # following: the newest match first
+        self._search_gen = self.timeline_worker.search(q)
+        self._search_status(f"searching {q.describe()} …")
+
+    def _search_status(self, text: str) -> None:
+        box = self.query_one("#log-box")
+        if box.border_subtitle != text:
+            box.border_subtitle = text
+
+    def on_search_done(self, msg: SearchDone) -> None:
+        if self._exit or not self.is_running or msg.gen != self._search_gen:
+            return
+        if msg.matches.error:
+            self.notify(msg.matches.error, severity="error")
+            self._search_status("")
+            return
+        self._matches = msg.matches
+        self._visible_matches = None
+        if self._search_follow:
+            self._search_step(-1, from_end=True)
+        else:
+            self._search_step(1, inclusive=True)
+
+    def _visible(self) -> list[int]:
+        """The matching rows the current filter shows (their merged seqs, ascending)."""
+        log = self.query_one(LogView)
+        key = (id(log.buf.view), log.buf.shown)
+        if self._visible_matches is None or self._visible_matches[0] != key:
+            seqs = [s for s in self._matches.seqs if log.buf.view.index_of(s, log.buf.tl.rows) is not None]
+            self._visible_matches = (key, seqs)
+        return self._visible_matches[1]
 
     def action_search_next(self, step: int) -> None:
-        log = self.query_one(LogView)
-        q = log.search_text.lower()
-        if not q:
+        if self._search_q is None:
             self.action_search()
             return
-        row = log.buf.find_row(log.cursor, step, lambda ll: q in ll.text.lower())
-        if row is None:
-            self.notify(f"{log.search_text!r}: no more matches " + ("below" if step > 0 else "above"))
+        if self._matches is None:
+            self.notify("still searching the whole history…", timeout=2)
             return
-        log._set_follow(False)
-        log.move_cursor(row)
+        self._search_step(step)
+
+    def _search_step(self, step: int, *, from_end: bool = False, inclusive: bool = False) -> None:
+        log = self.query_one(LogView)
+        seqs = self._visible()
+        q = self._search_q
+        more = "" if self._matches.complete else "+"
+        if not seqs:
+            self._search_status(f"{q.describe()}: no match")
+            self.notify(f"{q.text!r}: no match in the whole timeline", severity="warning")
+            return
+        at = log.line_at_cursor()
+        cur = at[0] if at else 0
+        wrapped = ""
+        if from_end:
+            k = len(seqs) - 1
+        elif step > 0:
+            k = bisect.bisect_left(seqs, cur) if inclusive else bisect.bisect_right(seqs, cur)
+            if k >= len(seqs):
+                k, wrapped = 0, "search hit the bottom, continuing at the top"
+        else:
+            k = bisect.bisect_left(seqs, cur) - 1
+            if k < 0:
+                k, wrapped = len(seqs) - 1, "search hit the top, continuing at the bottom"
+        log.clear_notes()
+        log.goto_seq(seqs[k], center=True)
+        ll = log.buf.line(seqs[k])
+        if ll is not None and self._search_rx is not None:
+            m = self._search_rx.search(ll.text.expandtabs(8))
+            if m is not None:
+                log.pan_to(m.start(), max(1, m.end() - m.start()))
+            else:
+                log.pan_to(0)
+        self._search_status(f"{q.describe()}: {k + 1} of {len(seqs)}{more}")
+        if wrapped:
+            self.notify(wrapped, timeout=3)
+        self._refresh()
 
     def action_escape(self) -> None:
         box = self.query_one("#search", Input)
@@ -167,7 +262,7 @@ class WatchActions:
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen([("Keys", list(self.BINDINGS)), ("Log view", list(LogView.BINDINGS)),
-                                     ("Fix panel", list(CommandRow.BINDINGS))]))
+                                     ("Fix panel", list(CommandRow.BINDINGS)), ("Moving around", NAVIGATION)]))
 
     def action_next_theme(self) -> None:
         names = self._theme_names or [self.theme]
@@ -217,9 +312,10 @@ class WatchActions:
         exp = msg.explanation
         width = max(40, log.scrollable_content_region.width - 8)
         log.add_note(msg.anchor, explanation_lines(exp, width))
-        if exp.finding is not None:
+        if exp.finding is not None and exp.panel is not None:
             self._fix_pinned = True
-            key = ("explain", msg.source, msg.first_line)
-            self._fix_key, self._fix_finding = key, exp.finding
-            if exp.panel is not None:
-                await self.query_one(FixPanel).show(exp.finding, exp.panel, None, "explain")
+            shown = self._fix_finding
+            if shown is not None and (shown.path, shown.signature) == (exp.finding.path, exp.finding.signature) and \
+                    explaining.block_of([shown], exp.finding.path, exp.finding.text_line) is not None:
+                return  # the finding on show already, with its measurements: keep them
+            self.show_fix(exp.finding, "explain")  # measured like any finding, never a bare panel

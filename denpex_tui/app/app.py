@@ -27,10 +27,14 @@ from denpex_tui.live.stall import StallCleared, StallEvent
 
 from . import explaining
 from .actions import PANES, WatchActions
+from .levels import LevelActions
 from .feed import feed
-from .messages import EngineBatch, EngineDone, FixReady, Measured, ProbeUpdate
+from .messages import (EngineBatch, EngineDone, FirstErrors, FixReady, Measured, ProbeUpdate, TimelineChanged,
+                       ViewReady)
 from .model import WatchState
 from .probing import ProbeLoop
+from .timeline import Timeline
+from .timelinework import TimelineWorker
 from .remote import RemoteProbeLoop, rank_processes, skew_note
 from .theming import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from .widgets.findings import FindingList
@@ -54,18 +58,21 @@ class WatchOptions:
     processes: bool = True  # the engine's process table (exits on the timeline)
     probes: bool = True
     discover: bool | None = None
-    keep_lines: int = 1000  # per source, in the engine (the view keeps its own 20 000)
-    view_lines: int = 20_000
+    keep_lines: int = 1000  # per source, in the engine (the view reads every line back from the files)
     notice: str = ""
     root: str | None = None
     clock: Callable[[], float] = time.time
     probe_interval: float = 5.0
     max_stat_rate: float = 500.0  # the tailer's cap on metadata calls per second
+    all_users: bool = False  # follow other users' training processes too (issue 14)
+    demo_root: str | None = None  # watch --demo: its checkpoint disk is the demo's simulated one
+    notify: bool = False  # bell + OSC 9 desktop notification when the diagnosis changes
+    quiet_s: float = 30.0  # no new log line for this long: the job is quiet, clocks show minutes
     probe_specs: list | None = None  # other nodes' probes (transports.ChannelSpec): app/remote.py
     probe_wait: float = 20.0  # seconds for a node's first snapshot before it counts as no answer
 
 
-class DenpexApp(WatchActions, App):
+class DenpexApp(LevelActions, WatchActions, App):
     TITLE = "denpex watch"
     CSS_PATH = "app.tcss"
     BINDINGS = [
@@ -75,11 +82,18 @@ class DenpexApp(WatchActions, App):
         Binding("right_square_bracket", "finding(1)", "next finding"),
         Binding("left_square_bracket", "finding(-1)", "prev finding"),
         Binding("i", "initiating", "initiating line"),
+        Binding("e", "level('error', 1)", "next error line (any rank)", show=False),
+        Binding("E", "level('error', -1)", "previous error line", show=False),
+        Binding("w", "level('warning', 1)", "next warning line", show=False),
+        Binding("W", "level('warning', -1)", "previous warning line", show=False),
+        Binding("y", "copy_summary", "copy the incident summary (plain text, for a ticket)", show=False),
         Binding("x", "explain", "explain"),
         Binding("c", "copy", "copy cmd"),
         Binding("slash", "search", "search"),
         Binding("n", "search_next(1)", "next match", show=False),
         Binding("N", "search_next(-1)", "previous match", show=False),
+        Binding("ctrl+r", "search_regex", "search: regex on/off", show=False),
+        Binding("ctrl+t", "search_case", "search: case-sensitive on/off", show=False),
         Binding("a", "all_ranks", "all ranks", show=False),
         Binding("d", "toggle_copies", "show/hide the console's copies of per-rank lines", show=False),
         Binding("t", "next_theme", "theme", show=False),
@@ -98,12 +112,30 @@ class DenpexApp(WatchActions, App):
         self.state = WatchState()
         self.state.root = options.root
         self.probe = ProbeLoop(pids=options.pids, paths=options.probe_paths, discover=options.discover,
-                               interval=options.probe_interval) if options.probes else None
+                               interval=options.probe_interval, job_paths=options.paths,
+                               all_users=options.all_users, prober_factory=self._demo_prober(options)) \
+            if options.probes else None
         if options.probe_specs:
             self.probe = RemoteProbeLoop(options.probe_specs, answer_timeout=options.probe_wait)
         self._rank_procs: dict = {}
         self._skew_note: str | None = None
         self.started = options.clock()
+        self.timeline = Timeline()
+        self.timeline_worker = TimelineWorker(self.timeline, options.paths, self.post_message)
+        self._want_view: tuple[int | None, bool] = (None, True)
+        self._pending_jump: int | None = None
+        self._rank_map: dict = {}
+        self._last_lines = time.monotonic()
+        self._search_q = None
+        self._search_rx = None
+        self._search_regex = False
+        self._search_case = False
+        self._search_gen = 0
+        self._search_follow = False
+        self._matches = None
+        self._visible_matches = None
+        self._levels: dict = {}
+        self._level_pending = None
         self.pane = "log"
         self.engine_done = False
         self._fix_key: Any = None
@@ -117,6 +149,14 @@ class DenpexApp(WatchActions, App):
         for th in themes:
             self.register_theme(th)
             self._theme_names.append(th.name)
+
+    @staticmethod
+    def _demo_prober(options: WatchOptions):
+        if options.demo_root is None:
+            return None
+        from .demodisk import DemoProber
+
+        return lambda: DemoProber(options.demo_root, pids=None, paths=options.probe_paths, discover=False)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(VARIABLE_DEFAULTS)
@@ -134,7 +174,7 @@ class DenpexApp(WatchActions, App):
                     yield Gauges(id="gauges")
             with Container(id="center"):
                 with Vertical(id="log-box"):
-                    yield LogView(id="log", cap=self.options.view_lines)
+                    yield LogView(id="log", timeline=self.timeline)
                     yield Input(placeholder="search: Enter finds, Esc closes", id="search")
                 yield FixPanel(id="fix")
         yield Footer()
@@ -161,6 +201,7 @@ class DenpexApp(WatchActions, App):
         else:
             self.run_worker(functools.partial(self.probe.run, self.post_message), thread=True, group="probe",
                             exit_on_error=False, name="probes")
+        self.timeline_worker.start()
         self.run_worker(feed(self.engine, self.post_message), group="engine", exit_on_error=False, name="engine")
         self.set_interval(1.0, self._tick)
         self.theme_changed_signal.subscribe(self, lambda _t: self._refresh(force=True))
@@ -175,6 +216,7 @@ class DenpexApp(WatchActions, App):
 
     def on_unmount(self) -> None:
         self.engine.stop()
+        self.timeline_worker.stop()
         if self.probe is not None:
             self.probe.stop()
 
@@ -198,7 +240,7 @@ class DenpexApp(WatchActions, App):
     def on_engine_batch(self, msg: EngineBatch) -> None:
         if self._exit or not self.is_running:  # a worker message arriving while the app tears down
             return
-        st, log = self.state, self.query_one(LogView)
+        st = self.state
         findings: list[Finding] = []
         incidents = None
         lines = []
@@ -223,22 +265,59 @@ class DenpexApp(WatchActions, App):
         if msg.summary is not None:  # newer than the events of the batch: applied last
             s = msg.summary
             st.set_summary(s, self.options.clock())
-            log.set_context(s.kinds, s.rank_map, set(s.rank_sources))
+            if s.rank_map != self._rank_map:
+                self._rank_map = dict(s.rank_map)
+                self.timeline_worker.rank_map(s.rank_map)
             if self.probe is not None:
                 self.probe.lines(s.markers)
         if findings or incidents is not None or msg.summary is not None:
             self._marks()
             if self.probe is not None:
                 self.probe.lines([(f.raw_text or f.text, f.path, f.text_line, f.rank, None) for f in findings])
-        log.add_lines(lines)
+        self.timeline_worker.lines(lines)
+        if lines:
+            self._last_lines = time.monotonic()
         inc = st.incident
         key = (inc.attempt, inc.initiating.signature, inc.initiating.rank, inc.initiating.path,
                inc.initiating.line) if inc and inc.initiating else None
         if key is not None and key != self._incident_key:
             self._incident_key = key
+            st_ = st.story
+            if st_ is not None:
+                self.notify_change(st_.headline)
             if not self._fix_pinned:
                 self.show_fix(inc.initiating, "incident")
         self._refresh()
+
+    def on_timeline_changed(self, msg: TimelineChanged) -> None:
+        if self._exit or not self.is_running:
+            return
+        if msg.error:
+            self.notify(f"the log view's index stopped: {msg.error}", severity="error", timeout=30)
+        self.query_one(LogView).grow()
+
+    def on_first_errors(self, msg: FirstErrors) -> None:
+        if self._exit or not self.is_running:
+            return
+        self.state.set_first_lines(msg.first)
+        self._refresh()
+
+    def set_log_filter(self, rank: int | None, hide_copies: bool = True, jump: int | None = None) -> None:
+        """Ask the timeline thread for the rows of a filter; shown when ready (ViewReady)."""
+        self._want_view = (rank, hide_copies)
+        self._pending_jump = jump
+        self.timeline_worker.view(rank, hide_copies)
+
+    def on_view_ready(self, msg: ViewReady) -> None:
+        if self._exit or not self.is_running:
+            return
+        log = self.query_one(LogView)
+        if (msg.rank, msg.hide_copies) == self._want_view:
+            log.set_view(msg.view, msg.rank, msg.hide_copies)
+            if self._pending_jump is not None:
+                log.goto_seq(self._pending_jump, center=True)
+                self._pending_jump = None
+            self._refresh()
 
     def _rank(self, key: Any) -> int | None:
         if isinstance(key, tuple) and len(key) == 3:
@@ -274,11 +353,13 @@ class DenpexApp(WatchActions, App):
         extra = " · ".join(x for x in (self._gauge_alert, "engine stopped" if self.engine_done else "") if x)
         if log.rank_filter is not None:
             extra = f"log: rank {log.rank_filter} only (a: all)" + (f" · {extra}" if extra else "")
-        self.query_one(StatusBar).show(st.shape_text(), fmt_elapsed(now - self.started), log.follow, level, text, extra)
+        quiet = time.monotonic() - self._last_lines >= self.options.quiet_s  # nothing new: a screen that changes once a minute
+        self.query_one(StatusBar).show(st.shape_text(), fmt_elapsed(now - self.started, quiet), log.follow, level, text,
+                                       extra, st.story_lines())
         ranks = self.query_one(RankTable)
         if force:
             ranks._ranks = []
-        ranks.show(st.ranks, st.ages(now), st.stands_out(now), self._rank_procs)
+        ranks.show(st.ranks, st.ages(now), st.stands_out(now), self._rank_procs, quiet)
         inc = st.incident
         fl = self.query_one(FindingList)
         if force:
@@ -289,7 +370,9 @@ class DenpexApp(WatchActions, App):
             g = self.query_one(Gauges)
             g.show(g.snapshot, g.path_trends, g.proc_trends)
         who = f"rank {log.rank_filter}" if log.rank_filter is not None else "merged timeline"
-        self.query_one("#log-box").border_title = f"Log · {who}"
+        box = self.query_one("#log-box")
+        if box.border_title != f"Log · {who}":  # setting it, even to the same text, redraws the pane
+            box.border_title = f"Log · {who}"
 
     # -- probes ------------------------------------------------------------------------------
 
@@ -297,7 +380,8 @@ class DenpexApp(WatchActions, App):
         if self._exit or not self.is_running:  # a worker message arriving while the app tears down
             return
         g = self.query_one(Gauges)
-        g.show(msg.snapshot, msg.path_trends, msg.proc_trends)
+        g.show(msg.snapshot, msg.path_trends, msg.proc_trends, ties=getattr(msg, "ties", None),
+               others=getattr(msg, "others", None))
         self._rank_procs = rank_processes(msg.snapshot)
         note = skew_note(self.state.incident, getattr(msg.snapshot, "offsets", None))
         if note and note != self._skew_note:

@@ -29,6 +29,12 @@ def add_parser(subparsers) -> None:
                    help="play a realistic 8-rank job (rank 5 fills its disk) into a temporary folder and watch it")
     w.add_argument("--demo-speed", type=float, default=0.5, metavar="X", help=argparse.SUPPRESS)
     w.add_argument("--no-probes", action="store_true", help="do not measure processes and paths")
+    w.add_argument("--quiet-after", type=float, default=30.0, help=argparse.SUPPRESS)
+    w.add_argument("--notify", action="store_true",
+                   help="ring the bell and send a desktop notification (OSC 9) when the diagnosis changes")
+    w.add_argument("--wait-for-logs", action="store_true", help="wait for log paths that do not exist yet")
+    w.add_argument("--all-users", action="store_true",
+                   help="follow other users' training processes too (default: only yours)")
     w.add_argument("--max-stat-rate", type=float, default=500.0, metavar="N",
                    help="cap on stat/open calls per second while polling (protects a Lustre MDS; "
                         "1024 files need ~2000 for ~1 s latency without inotify); default 500")
@@ -36,6 +42,30 @@ def add_parser(subparsers) -> None:
 
     add_arguments(w)
     w.set_defaults(func=run)
+
+
+def _bad_start(args, watch_cfg) -> str | None:
+    """What makes the start-up input unusable, in one line (None: fine)."""
+    import glob
+
+    if not args.wait_for_logs:
+        for p in args.paths:
+            if any(c in p for c in "*?["):
+                if not glob.glob(p, recursive=True):
+                    return f"{p}: no file matches (--wait-for-logs waits for it)"
+            elif not os.path.exists(p):
+                return f"{p}: no such file or directory (--wait-for-logs waits for it)"
+    theme = args.theme or watch_cfg.get("theme")
+    if theme:
+        from textual.theme import BUILTIN_THEMES
+
+        from .theming import load_themes
+
+        names = set(BUILTIN_THEMES) | {t.name for t in load_themes()[0]}
+        if theme not in names:
+            ours = sorted(n for n in names if n.startswith("denpex-"))
+            return f"no theme named {theme!r} (denpex's: {', '.join(ours)}; and Textual's own)"
+    return None
 
 
 def run(args, cfg) -> int:
@@ -65,6 +95,10 @@ def run(args, cfg) -> int:
                   "in --probe-cmd (it runs their denpex probe)", file=sys.stderr)
             return 2
     watch_cfg = cfg.get("watch", {}) if cfg else {}
+    problem = _bad_start(args, watch_cfg)
+    if problem:  # one line and exit 2, before the screen opens
+        print(f"denpex watch: {problem}", file=sys.stderr)
+        return 2
     sig_dirs = list(watch_cfg.get("signatures", [])) + list(args.signatures or [])
     paths = list(args.paths)
     notice = ""
@@ -78,8 +112,8 @@ def run(args, cfg) -> int:
         paths = [tmp.name]
         writer = threading.Thread(target=play_demo_job, args=(tmp.name,), daemon=True, name="denpex-demo",
                                   kwargs=dict(realtime=True, speed=max(0.05, args.demo_speed), stop=stop))
-        notice = (f"demo: an 8-rank job is being written to {tmp.name} in real time; "
-                  "rank 5 will fill its disk at step 100")
+        notice = (f"demo: an 8-rank job is being written to {tmp.name} in real time; rank 5 will fill "
+                  "the demo's simulated checkpoint disk at step 100")
     elif not paths and not args.exec_cmds and specs and args.slurm_job:
         from denpex_tui.probes.transports import slurm_job_output
 
@@ -110,9 +144,7 @@ def run(args, cfg) -> int:
     for p in catalog.problems:
         print(f"denpex: signatures: {safe_str(p)}", file=sys.stderr)
     probe_paths = [os.path.abspath(p) for p in args.probe_paths]
-    if args.demo:
-        probe_paths.append(tmp.name)
-    else:
+    if not args.demo:
         for p in paths:
             if os.path.isdir(p):
                 probe_paths.append(os.path.abspath(p))
@@ -120,8 +152,9 @@ def run(args, cfg) -> int:
         paths=paths, execs=list(args.exec_cmds), pids=list(args.pids), probe_paths=probe_paths,
         theme=args.theme or watch_cfg.get("theme"), processes=not args.demo, probes=not args.no_probes,
         discover=False if args.demo else None, notice=notice, root=common_root(paths),
-        max_stat_rate=args.max_stat_rate, probe_specs=specs,
-        probe_wait=float(args.wait) if specs else 20.0,
+        max_stat_rate=args.max_stat_rate, all_users=args.all_users,
+        demo_root=tmp.name if args.demo else None, quiet_s=args.quiet_after, notify=args.notify,
+        probe_specs=specs, probe_wait=float(args.wait) if specs else 20.0,
     )
     app = DenpexApp(opts, catalog)
     if writer is not None:

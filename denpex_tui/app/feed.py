@@ -56,6 +56,8 @@ def summarize(engine: Engine, pairs: set[tuple], seen_markers: set[tuple]) -> Jo
     s.ranks = sorted(ranks)
     s.findings = job.findings()
     s.incidents = list(engine.incidents)
+    s.failure_entries = job.failure_entries()
+    s.attempts = len(by_attempt) if by_attempt else 1
     for key in pairs:
         g = engine.rank_of(("local", key[0], key[1]))
         if g is not None:

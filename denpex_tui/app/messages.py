@@ -9,7 +9,8 @@ from typing import Any
 
 from textual.message import Message
 
-__all__ = ["EngineBatch", "EngineDone", "ProbeUpdate", "Measured", "FixReady", "ExplainReady"]
+__all__ = ["EngineBatch", "EngineDone", "ProbeUpdate", "Measured", "FixReady", "ExplainReady", "TimelineChanged",
+           "ViewReady", "SearchDone", "FirstErrors", "LevelsDone"]
 
 
 class EngineBatch(Message):
@@ -30,11 +31,14 @@ class EngineDone(Message):
 class ProbeUpdate(Message):
     """The latest probe snapshot and trends: latest value wins (a queued one is replaced)."""
 
-    def __init__(self, snapshot: Any, path_trends: dict[str, Any], proc_trends: dict[int, Any]) -> None:
+    def __init__(self, snapshot: Any, path_trends: dict[str, Any], proc_trends: dict[int, Any], *,
+                 ties: dict[int, str] | None = None, others: list | None = None) -> None:
         super().__init__()
         self.snapshot = snapshot
         self.path_trends = path_trends
         self.proc_trends = proc_trends
+        self.ties = ties  # pid -> how the process was tied to the job (None: not discovered)
+        self.others = others or []  # training processes here that are not the job's
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ProbeUpdate)
@@ -68,3 +72,50 @@ class ExplainReady(Message):
         self.source = source
         self.first_line = first_line
         self.last_line = last_line
+
+
+class TimelineChanged(Message):
+    """The merged timeline has ``rows`` lines (latest value wins)."""
+
+    def __init__(self, rows: int, built: bool, error: str | None = None) -> None:
+        super().__init__()
+        self.rows = rows
+        self.built = built
+        self.error = error
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, TimelineChanged) and message.error is None
+
+
+class ViewReady(Message):
+    def __init__(self, view: Any, rank: int | None, hide_copies: bool) -> None:
+        super().__init__()
+        self.view = view
+        self.rank = rank
+        self.hide_copies = hide_copies
+
+
+class SearchDone(Message):
+    def __init__(self, gen: int, query: Any, matches: Any) -> None:
+        super().__init__()
+        self.gen = gen
+        self.query = query
+        self.matches = matches  # sorted merged rows (seqs) that match, and whether the list is whole
+
+
+class FirstErrors(Message):
+    """Each rank's own first error line (app.firsterror.FirstError by rank)."""
+
+    def __init__(self, first: dict) -> None:
+        super().__init__()
+        self.first = first
+
+
+class LevelsDone(Message):
+    """The rows of every error (or warning) line of the timeline when it had ``rows`` rows."""
+
+    def __init__(self, kind: str, rows: int, matches: Any) -> None:
+        super().__init__()
+        self.kind = kind
+        self.rows = rows
+        self.matches = matches

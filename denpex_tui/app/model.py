@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from denpex_tui.core.model import Finding, Incident
+from denpex_tui.core.story import Story, job_story
 from denpex_tui.core.text import safe_str
 from denpex_tui.core.triage import rank_ranges
 
@@ -34,10 +35,13 @@ STATE_SYMBOLS = {
 ROLE_SYMBOLS = {"initiating": "▶", "collateral": "◆", "context": "·"}
 
 
-def fmt_age(seconds: float | None) -> str:
+def fmt_age(seconds: float | None, coarse: bool = False) -> str:
+    """``coarse`` (the job is quiet): whole minutes, so a quiet screen changes once a minute."""
     if seconds is None:
         return "-"
     s = max(0.0, seconds)
+    if coarse and s < 3600:
+        return "<1m" if s < 60 else f"{int(s // 60)}m"
     if s < 60:
         return f"{int(s)}s"
     if s < 3600:
@@ -73,6 +77,8 @@ class JobSummary:
     markers: list[tuple[str, str, int, int | None, float | None]] = field(default_factory=list)  # new ones
     findings: list[Finding] = field(default_factory=list)  # merged, best copy of each (job.findings())
     incidents: list[Incident] = field(default_factory=list)  # the engine's latest triage
+    failure_entries: list = field(default_factory=list)  # torchelastic's failure reports (Root Cause)
+    attempts: int = 1
 
 
 @dataclass
@@ -82,6 +88,7 @@ class RankRow:
     source: str | None = None
     last_seen: float | None = None  # wall time of its last line (arrival, else the log's time)
     first_error: Finding | None = None
+    first_line: Any = None  # app.firsterror.FirstError: its own first error line (time, approx)
     roles: set[str] = field(default_factory=set)
     warnings: int = 0
     exited: bool = False
@@ -239,6 +246,11 @@ class WatchState:
             if row.last_seen is None or t > row.last_seen:
                 row.last_seen = t
 
+    def set_first_lines(self, first: dict) -> None:
+        for r, fe in first.items():
+            self.rank(r).first_line = fe
+        self.version += 1
+
     def process(self, rank: int | None, state: str) -> None:
         if rank is None:
             return
@@ -253,9 +265,16 @@ class WatchState:
     # -- views ------------------------------------------------------------------------------
 
     @property
+    def story(self) -> Story | None:
+        """The job's story across attempts (the same one ``scan`` tells)."""
+        return job_story(self.incidents, self.summary.failure_entries, self.summary.attempts)
+
+    @property
     def incident(self) -> Incident | None:
-        """The diagnosis of the latest attempt that has one."""
-        return max(self.incidents, key=lambda i: i.attempt) if self.incidents else None
+        """The job's root cause: the first attempt's initiating failure (a later attempt's
+        generic error does not bury it)."""
+        st = self.story
+        return st.root if st is not None else None
 
     def ordered_groups(self) -> list[FindingGroup]:
         inc = self.incident
@@ -264,7 +283,7 @@ class WatchState:
 
         def key(g: FindingGroup):
             first = g.first.sort_key() if g.first else (float("inf"),)
-            return (-g.attempt, g.key != init_key, not g.is_error, order.get(g.role, 1), first)
+            return (g.key != init_key, g.attempt, not g.is_error, order.get(g.role, 1), first)
 
         return sorted(self.groups.values(), key=key)
 
@@ -303,11 +322,16 @@ class WatchState:
         parts.append(f"{s.sources} source{'s' if s.sources != 1 else ''}")
         return " · ".join(parts)
 
+    def story_lines(self) -> list[str]:
+        """What goes under the headline: the restarts, and the launcher's other opinion."""
+        st = self.story
+        return [x for x in ((st.beneath, st.launcher_note) if st else ()) if x]
+
     def diagnosis(self, now: float) -> tuple[str, str]:
         """(level, one line): level is 'initiating', 'error', 'warn' or 'ok'."""
-        inc = self.incident
-        if inc is not None:
-            return ("initiating" if inc.initiating else "error"), safe_str(f"{inc.summary} · confidence {inc.confidence}")
+        st = self.story
+        if st is not None:
+            return ("initiating" if st.root.initiating else "error"), safe_str(st.headline)
         errors = [g for g in self.groups.values() if g.is_error]
         if errors:
             g = min(errors, key=lambda g: g.first.sort_key() if g.first else (float("inf"),))

@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 from denpex_tui.probes.differential import differential, differential_kind, metrics_for
 from denpex_tui.probes.logpaths import LogScan, scan_line
+from denpex_tui.probes.jobtie import tie_to_job
+from denpex_tui.probes.processes import find_training_processes
 from denpex_tui.probes.sampler import Prober
 from denpex_tui.probes.trends import TrendTracker
 
@@ -27,7 +29,8 @@ __all__ = ["ProbeLoop"]
 
 class ProbeLoop:
     def __init__(self, *, pids: list[int] | None = None, paths: list[str] | None = None, discover: bool | None = None,
-                 interval: float = 5.0, prober_factory: Callable[[], Prober] | None = None) -> None:
+                 interval: float = 5.0, prober_factory: Callable[[], Prober] | None = None,
+                 job_paths: list[str] | None = None, all_users: bool = False) -> None:
         self.pids = list(pids or [])
         self.paths = list(paths or [])
         self.discover = discover
@@ -35,6 +38,10 @@ class ProbeLoop:
         self.prober_factory = prober_factory
         self.requests: queue.Queue = queue.Queue()
         self.stopped = threading.Event()
+        self.job_paths = list(job_paths or [])
+        self.all_users = all_users
+        self.ties: dict[int, str] = {}  # pid -> how it was tied to the job
+        self.others: list = []  # training processes here that are not the job's
 
     # -- called from the app (any thread) --------------------------------------------------
 
@@ -44,8 +51,9 @@ class ProbeLoop:
             self.requests.put(("lines", items))
 
     def measure(self, key: Any, signature: str, path: str | None, pid: int | None = None,
-                rank: int | None = None, node: str | None = None) -> None:  # one node: rank/node moot
-        self.requests.put(("measure", key, signature, path, pid))
+                rank: int | None = None, node: str | None = None) -> None:
+        """Checklist metrics and the differential of a finding; ``node``: where it was logged."""
+        self.requests.put(("measure", key, signature, path, pid, node))
 
     def stop(self) -> None:
         self.stopped.set()
@@ -55,7 +63,8 @@ class ProbeLoop:
 
     def run(self, post: Callable[[Any], Any]) -> None:
         prober = self.prober_factory() if self.prober_factory else Prober(
-            pids=self.pids or None, paths=self.paths, discover=self.discover)
+            pids=self.pids or None, paths=self.paths, discover=self.discover,
+            finder=self._job_processes if self.job_paths else None)
         trends = TrendTracker()
         snap = None
         next_at = 0.0
@@ -66,7 +75,8 @@ class ProbeLoop:
                     snap = prober.snapshot()
                     trends.ingest(snap)
                     post(ProbeUpdate(snap, {t.path: t for t in trends.path_trends()},
-                                     {t.pid: t for t in trends.process_trends()}))
+                                     {t.pid: t for t in trends.process_trends()},
+                                     ties=dict(self.ties), others=list(self.others)))
                 except Exception:  # a probe that fails must not end the app; try again later
                     pass
                 next_at = time.monotonic() + self.interval
@@ -81,16 +91,23 @@ class ProbeLoop:
                 self._lines(req[1], prober, trends)
                 next_at = min(next_at, time.monotonic() + 0.5)  # show a new path soon
             elif kind == "measure":
-                _, key, sig, path, pid = req
+                _, key, sig, path, pid, node = req
                 if snap is None:
                     snap = prober.snapshot()
                     trends.ingest(snap)
                 try:
                     metrics = metrics_for(path, snap, trends=trends, pid=pid)
-                    diff = differential(sig, path, snap, trends, pid=pid) if differential_kind(sig) else None
+                    diff = differential(sig, path, snap, trends, pid=pid, error_node=node) if differential_kind(sig) else None
                 except Exception:
                     metrics, diff = {}, None
                 post(Measured(key, metrics, diff))
+
+    def _job_processes(self):
+        """The training processes tied to the job (and the others, kept apart for the screen)."""
+        ours, others = tie_to_job(find_training_processes(), self.job_paths, all_users=self.all_users)
+        self.ties = {t.process.pid: t.how for t in ours}
+        self.others = [t.process for t in others]
+        return [t.process for t in ours]
 
     @staticmethod
     def _lines(items, prober: Prober, trends: TrendTracker) -> None:

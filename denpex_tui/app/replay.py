@@ -54,7 +54,7 @@ def _timeline(lines: list, findings: list) -> list:
     goes backwards; a line without a timestamp takes the one of the line before it (or the
     file's first one); a file with no timestamp at all (a stderr traceback) takes the time the
     engine gave its first finding."""
-    from denpex_tui.core.lineparse import parse_prefix, parse_time
+    from .lineinfo import line_facts
 
     first_finding: dict[str, float] = {}
     for f in findings:
@@ -67,7 +67,7 @@ def _timeline(lines: list, findings: list) -> list:
         by_file.setdefault(ln.source, []).append(ln)
     for source, lns in by_file.items():
         lns.sort(key=lambda ln: ln.line)
-        stamps = [_ts(parse_time(parse_prefix(ln.text).text)[0]) for ln in lns]
+        stamps = [line_facts(ln.text).time for ln in lns]
         first = next((t for t in stamps if t is not None), None)
         prev = first if first is not None else first_finding.get(source, float("inf"))
         for ln, t in zip(lns, stamps):

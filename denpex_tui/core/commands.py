@@ -23,7 +23,11 @@ from dataclasses import dataclass
 from .text import has_control
 
 __all__ = ["PLACEHOLDERS", "TemplateError", "parse_template", "RenderedCommand", "render_command",
-           "check_host", "render_probe_command"]
+           "check_host", "render_probe_command", "deleted_open_command", "DELETED_OPEN_TEMPLATE"]
+
+# lsof +L1 lists deleted-but-open files (link count < 1) of the whole system: "lsof +L1 -- DIR"
+# lists only files open *as* DIR, so the deleted files under a path are found by their name.
+DELETED_OPEN_TEMPLATE = "lsof -nP +L1 2>/dev/null | grep -F -- {dir}"
 
 PLACEHOLDERS = ("path", "dir", "pid", "rank", "node", "log", "nvme_path", "ckpt_dir", "line",
                 "job", "rerun", "ds_config", "signature", "params", "world_size")
@@ -201,3 +205,12 @@ def render_probe_command(template: str, host: str) -> str:
     except ValueError as e:
         raise TemplateError(f"--probe-cmd: {e}")
     return cmd
+
+
+def deleted_open_command(directory: str) -> RenderedCommand:
+    """Deleted-but-open files under ``directory`` (lsof +L1 filtered to the path)."""
+    title = "Deleted files still held open under the path (their blocks are not freed)"
+    d = directory.rstrip("/")
+    if not d:
+        return render_command(title, "lsof -nP +L1", {})
+    return render_command(title, DELETED_OPEN_TEMPLATE, {"dir": d})

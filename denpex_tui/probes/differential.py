@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from denpex_tui.core.commands import render_command
+from denpex_tui.core.commands import DELETED_OPEN_TEMPLATE, deleted_open_command, render_command
 
 from .conditions import METRICS, parse_condition
 from .mounts import is_under
@@ -114,12 +114,28 @@ class Differential:
     metrics: dict[str, float | None] = field(default_factory=dict)
     caveats: list[str] = field(default_factory=list)
     node: str | None = None  # the node whose readings these are (a remote source's name)
+    here: bool = True  # the failing path is where it was measured: the readings are of its filesystem
+    error_node: str | None = None  # where the error was logged
+    measure_command: str | None = None  # what to run there (or here) to measure the path
+
+    def where(self) -> str:
+        """What was measured, in words: the path and its mount, or why nothing was."""
+        if not self.here:
+            return (f"{self.path} is not on this machine: measure it on "
+                    f"{self.error_node or 'the node that logged it'}"
+                    + (f" with: {self.measure_command}" if self.measure_command else ""))
+        if self.measured_path is None:
+            return "nothing measured: the error names no path"
+        on = f" on {self.mount}" + (f" ({self.fstype})" if self.fstype else "") if self.mount else ""
+        return f"measured {self.measured_path}{on} at {self.measured_at}"
 
     def likely(self) -> list[Candidate]:
         return [c for c in self.candidates if c.verdict == LIKELY]
 
     def summary(self) -> str:
         lk = self.likely()
+        if not self.here:
+            return f"not on this machine ({self.note})"
         if lk:
             head = "likely: " + ", ".join(c.title for c in lk)
         else:
@@ -135,6 +151,10 @@ class Differential:
             "fstype": self.fstype,
             "measured_at": self.measured_at,
             "measured_path": self.measured_path,
+            "here": self.here,
+            "error_node": self.error_node,
+            "measure_command": self.measure_command,
+            "where": self.where(),
             "note": self.note,
             "caveats": list(self.caveats),
             "candidates": [c.to_json() for c in self.candidates],
@@ -252,12 +272,9 @@ def df_du_gap(reading: PathReading, source=None, **kw) -> tuple[float | None, Du
 
 
 def _find_path(path: str | None, snapshot: Snapshot, source=None) -> PathReading | None:
-    if path is None:
+    if path is None:  # only a path the user named; any other would be another filesystem's reading
         for p in snapshot.paths:
             if not p.is_shm and "--path" in p.why:
-                return p
-        for p in snapshot.paths:
-            if not p.is_shm:
                 return p
         return None
     if _is_shm_name(path):
@@ -380,17 +397,29 @@ def _p(v: float | None) -> str:
     return "?" if v is None else (f"{v:.2f} %" if v < 10 else f"{v:.1f} %")
 
 
+def _measure_command(path: str | None) -> str | None:
+    if not path:
+        return None
+    d = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    return _cmd("df -h -- {dir} && df -i -- {dir}", dir=d)
+
+
 def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends=None, *,
                  checklist: list[dict] | None = None, pid: int | None = None,
-                 du: bool = True, source=None) -> "Differential":
+                 du: bool = True, source=None, error_node: str | None = None) -> "Differential":
     """Evidence for each candidate cause of an ENOSPC- or EMFILE-family finding.
 
     ``path``: the path named in the error line (a file or directory; ``</torch_...>`` means
-    shared memory), or None (then the first watched path). ``trends``: a TrendTracker, for the
-    fd growth per save. ``checklist``: the signature's checklist items; default: read from the
-    built-in signature file. ``source``: the ProbeSource of the snapshot's node (a remote
-    node's StreamSource for a rank on another node). Raises ValueError for a signature that is
-    neither kind.
+    shared memory), or None (then only a path the user named with ``--path``). ``trends``: a
+    TrendTracker, for the fd growth per save. ``checklist``: the signature's checklist items;
+    default: read from the built-in signature file. ``source``: the ProbeSource of the
+    snapshot's node (a remote node's StreamSource for a rank on another node). ``error_node``:
+    where the error was logged (named when the path is not where it was measured). Raises
+    ValueError for a signature that is neither kind.
+
+    A path that does not exist where it is measured is never answered with a reading of another
+    filesystem (its nearest existing ancestor may be a head node's root disk): its candidates
+    say "not on this machine: measure it on NODE with: ..." and give the command.
     """
     kind = differential_kind(signature_id)
     if kind is None:
@@ -400,30 +429,28 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
     if pr is not None and pr is not snapshot.path_reading(pr.path) and pr is not snapshot.shm:
         t = time.time()  # measured just now, outside the snapshot
     # the readings are of the failing path's filesystem only if the path, or the directory it
-    # names a file in, exists here; a higher ancestor may be another filesystem altogether
-    # (a node-local disk on a head node, a tmpfs that is gone)
-    reliable = True
+    # names a file in, exists here
+    here = True
     if pr is not None and path is not None and not pr.is_shm and pr.exists is False:
         named_dir = os.path.normpath(os.path.dirname(os.path.abspath(path)))
-        reliable = pr.measured_path == named_dir
-    metrics = metrics_for(path, snapshot, trends=trends, pid=pid, du=du and reliable, source=source)
-    if not reliable:
+        here = pr.measured_path == named_dir
+    metrics = metrics_for(path, snapshot, trends=trends, pid=pid, du=du and here, source=source)
+    if not here or pr is None:
         for k in ("path.bytes_free_pct", "path.inodes_free_pct", "path.bytes_reserved_pct",
                   "path.df_du_gap_pct"):
             metrics[k] = None
     d = Differential(signature_id=signature_id, kind=kind, path=path,
                      measured_at=iso_time(t), measured_at_unix=t,
-                     mount=pr.mount if pr else None, fstype=pr.fstype if pr else None,
-                     metrics=metrics)
-    d.measured_path = pr.measured_path if pr else None
+                     mount=pr.mount if pr and here else None, fstype=pr.fstype if pr and here else None,
+                     metrics=metrics, here=here, error_node=error_node,
+                     measure_command=_measure_command(path or (pr.path if pr else None)))
+    d.measured_path = pr.measured_path if pr and here else None
     if getattr(source, "remote", False):
         d.node = source.name  # a remote node's stream
-    if not reliable and kind == "enospc":
-        d.caveats.append(
-            f"{path or pr.path} does not exist on "
-            f"{'node ' + source.name if source is not None else 'this machine'} ({snapshot.host}): the readings are "
-            f"of {pr.measured_path}, which may not be the filesystem that failed; run denpex "
-            "probe on the node that logged the error")
+    if not here and kind == "enospc":
+        d.caveats.append(d.where() if source is None or not getattr(source, "remote", False) else
+                         f"{path} does not exist on node {source.name}: measure it on "
+                         f"{error_node or 'the node that logged it'} with: {d.measure_command}")
     if pr is not None and pr.error is not None:
         d.caveats.append(f"the path could not be measured: {pr.error}")
     if kind == "emfile" and not _workers(snapshot, pid):
@@ -433,14 +460,15 @@ def differential(signature_id: str, path: str | None, snapshot: Snapshot, trends
         d.candidates = _emfile_candidates(snapshot, trends, pid, metrics)
     else:
         d.candidates = _enospc_candidates(
-            signature_id, path, pr, snapshot, pid, metrics, du and reliable,
-            where=None if reliable else os.path.dirname(os.path.abspath(path or "/")), source=source)
-        if not reliable and pr is not None:
+            signature_id, path, pr if here else None, snapshot, pid, metrics, du and here,
+            where=None if here else os.path.dirname(os.path.abspath(path or "/")), source=source)
+        if not here:
             for c in d.candidates:
                 if c.cause in ("blocks", "inodes", "reserved", "deleted-open"):
                     c.verdict = UNKNOWN
-                    c.evidence = (f"not measurable here: {path} does not exist; on "
-                                  f"{pr.measured_path} {c.evidence}")
+                    c.measured = {}
+                    c.evidence = (f"not on this machine: measure it on {error_node or 'the node that logged it'}"
+                                  f" with: {c.check if c.cause == 'deleted-open' else d.measure_command}")
     items = checklist if checklist is not None else load_checklist(signature_id)
     d.checklist = evaluate_checklist(items, metrics)
     return d
@@ -456,11 +484,14 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
         where = pr.measured_path if pr and pr.measured_path else target
     if pr is None or pr.error is not None:
         why = (pr.error if pr is not None else "no path to measure") or "unreadable"
+        checks = {"blocks": _cmd("df -h -- {dir}", dir=where), "inodes": _cmd("df -i -- {dir}", dir=where),
+                  "reserved": _cmd("df -h -- {dir}", dir=where),
+                  "deleted-open": deleted_open_command(where).text if where else _cmd(DELETED_OPEN_TEMPLATE)}
         for cause, title in (("blocks", "blocks exhausted"), ("inodes", "inodes exhausted"),
                              ("reserved", "ext4 reserved blocks"),
                              ("deleted-open", "deleted-but-open files")):
             out.append(Candidate(cause, title, UNKNOWN, f"the path could not be measured ({why})",
-                                 {"error": why}, _cmd("df -h {path} ; df -i {path}", path=where)))
+                                 {"error": why}, checks[cause]))
     else:
         bf = pr.bytes_free_pct
         meas = {"bytes_free": pr.bytes_free, "bytes_total": pr.bytes_total,
@@ -474,7 +505,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
         else:
             v, ev = UNKNOWN, (f"{_gib(pr.bytes_free)} ({_p(bf)}) free: nearly full; one more "
                               "checkpoint may not fit")
-        out.append(Candidate("blocks", "blocks exhausted", v, ev, meas, _cmd("df -h {path}", path=where)))
+        out.append(Candidate("blocks", "blocks exhausted", v, ev, meas, _cmd("df -h -- {dir}", dir=where)))
 
         ifp = pr.inodes_free_pct
         meas = {"inodes_free": pr.inodes_free, "inodes_total": pr.inodes_total,
@@ -487,7 +518,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
                                 else ""))
         else:
             v, ev = UNLIKELY, f"{pr.inodes_free} inodes ({_p(ifp)}) free"
-        out.append(Candidate("inodes", "inodes exhausted", v, ev, meas, _cmd("df -i {path}", path=where)))
+        out.append(Candidate("inodes", "inodes exhausted", v, ev, meas, _cmd("df -i -- {dir}", dir=where)))
 
         rp = pr.bytes_reserved_pct
         uids = sorted({p.uid for p in _workers(snap, pid) if p.uid is not None})
@@ -506,8 +537,8 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
             v, ev = UNLIKELY, f"only {_p(rp)} reserved"
         else:
             v, ev = UNLIKELY, f"{_p(rp)} reserved, but {_p(bf)} is free for everyone"
-        chk = _cmd("tune2fs -l $(findmnt -no SOURCE -T {path}) | grep -i reserved"
-                   if (pr.fstype or "").startswith("ext") else "df -h {path}", path=where)
+        chk = _cmd('tune2fs -l "$(findmnt -no SOURCE -T {dir})" | grep -i reserved'
+                   if (pr.fstype or "").startswith("ext") else "df -h -- {dir}", dir=where)
         out.append(Candidate("reserved", "root-reserved blocks", v, ev, meas, chk))
 
         out.append(_deleted_candidate(pr, snap, pid, m, du, where, source))
@@ -515,7 +546,7 @@ def _enospc_candidates(sid: str, path: str | None, pr: PathReading | None, snap:
     # quota: statvfs cannot see it
     fstype = (pr.fstype if pr else None) or ""
     if fstype.startswith("lustre"):
-        qchk = _cmd("lfs quota -h -u $USER {dir}", dir=pr.mount if pr else where)
+        qchk = _cmd('lfs quota -h -u "$USER" {dir}', dir=pr.mount if pr else where)
     elif fstype.startswith("gpfs"):
         qchk = "mmlsquota"
     elif fstype.startswith("beegfs"):
@@ -614,7 +645,7 @@ def _deleted_candidate(pr: PathReading, snap: Snapshot, pid: int | None, m: dict
             f"; du not measured ({gap_reason})" if gap_reason else "")
     at = pr.mount if pr.mount and where == pr.measured_path else where
     return Candidate("deleted-open", "deleted-but-open files hold the space", v, ev, meas,
-                     _cmd("lsof +L1 {dir} ; du -sxh {dir}", dir=at))
+                     deleted_open_command(at).text + " ; " + _cmd("du -sxh -- {dir}", dir=at))
 
 
 def _emfile_candidates(snap: Snapshot, trends, pid: int | None, m: dict) -> list[Candidate]:

@@ -431,3 +431,4 @@ __all__ = [
     "read_environ",
     "create_time_from_ticks",
 ]
+

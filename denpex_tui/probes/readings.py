@@ -154,6 +154,10 @@ class PathReading:
 
     @property
     def bytes_free_pct(self) -> float | None:
+        """As df computes it: available / (used + available); root-reserved blocks are
+        neither (see bytes_reserved_pct)."""
+        if self.bytes_used is not None and self.bytes_free is not None and self.bytes_used + self.bytes_free > 0:
+            return pct(self.bytes_free, self.bytes_used + self.bytes_free)
         return pct(self.bytes_free, self.bytes_total)
 
     @property

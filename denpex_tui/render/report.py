@@ -17,6 +17,7 @@ from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.fixes import fix_panel
 from denpex_tui.core.model import Finding, Incident, iso
 from denpex_tui.core.scan import ScanResult
+from denpex_tui.core.story import job_story
 from denpex_tui.core.text import safe_str
 from denpex_tui.core.triage import rank_ranges
 from denpex_tui.render.explain_view import fields_line
@@ -211,6 +212,14 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measu
         for u in unknown:
             who = f"rank {u['rank']}" if u["rank"] is not None else "rank ?"
             con.print(Text(f"  {who:<8} {_rel(u['path'])}:{u['line']}  ", style="dim").append(u["text"][:300], style=""))
+    story = job_story(result.incidents, result.job.failure_entries(), len(result.job.ranks_by_attempt()) or None)
+    if story is not None:  # the same story watch tells in its header
+        t = Text("Root cause: ", style="bold")
+        t.append(story.headline, style="bold")
+        con.print(t)
+        for line in (story.beneath, story.launcher_note):
+            if line:
+                con.print(Text("  " + line))
         con.print()
     for inc in result.incidents:
         print_incident(con, inc, result, result.catalog, measure=measure)

@@ -10,7 +10,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-__all__ = ["HelpScreen", "NOTES"]
+__all__ = ["HelpScreen", "NOTES", "NAVIGATION"]
 
 NOTES = [
     ("Mouse", "Click a rank to filter the log; click a finding for its fix panel; click a command to copy it. "
@@ -33,7 +33,20 @@ KEY_NAMES = {
     "question_mark": "?", "right_square_bracket": "]", "left_square_bracket": "[", "slash": "/",
     "escape": "Esc", "enter": "Enter", "f1": "F1", "up": "↑", "down": "↓", "left": "←", "right": "→",
     "pageup": "PgUp", "pagedown": "PgDn", "home": "Home", "end": "End", "ctrl+c": "ctrl+c",
+    "tab": "Tab", "shift+tab": "Shift+Tab", "ctrl+r": "ctrl+r", "ctrl+t": "ctrl+t",
 }
+
+# Keys Textual handles itself (focus, selection) and the mouse: listed so that help has them all.
+NAVIGATION = [
+    Binding("enter", "", "select: a rank filters the log to it, a finding opens its fix panel and jumps to its line, "
+                         "a command is copied"),
+    Binding("tab", "", "next pane (and, in the fix panel, the next command)"),
+    Binding("shift+tab", "", "previous pane / command"),
+    Binding("mouse click", "", "a rank filters the log; a finding opens its fix panel; a command is copied; "
+                               "a log line moves the cursor there"),
+    Binding("mouse wheel", "", "scroll the pane under the pointer (scrolling the log up stops following)"),
+    Binding("mouse drag", "", "select log lines: a traceback's explanation opens under it; ctrl+c copies the text"),
+]
 
 
 def _keys(b: Binding) -> str:

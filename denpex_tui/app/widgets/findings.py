@@ -50,6 +50,7 @@ class FindingList(OptionList):
             return
         keep = self._groups[self.highlighted].key if self.highlighted is not None and self._groups else None
         self._groups, self._sig, self.initiating_key = list(groups), sig, initiating_key
+        self._attempts = len({g.attempt for g in groups})
         self.clear_options()
         self.add_options([Option(self._prompt(g), id=f"g{i}") for i, g in enumerate(groups)])
         keys = [g.key for g in groups]
@@ -69,6 +70,8 @@ class FindingList(OptionList):
         style = self.get_component_rich_style(cls, partial=True)
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"{sym} {label:<5} ", style=style)
+        if getattr(self, "_attempts", 1) > 1:  # a restarted job: which attempt each row is from
+            t.append(f"a{g.attempt} ", style=self.get_component_rich_style("findings--dim", partial=True))
         if g.ranks:
             who = g.rank_text + (f" +{g.unranked} agent" if g.unranked else "")
         else:

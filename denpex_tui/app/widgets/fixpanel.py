@@ -102,6 +102,14 @@ class FixPanel(VerticalScroll):
         return rows[0].command if rows else None
 
     async def show(self, finding: Finding, data: FixData, differential, origin: str) -> None:
+        diff_key = None if differential is None else (
+            differential.here, differential.measured_path, differential.mount,
+            tuple((c.cause, c.verdict, c.evidence) for c in differential.candidates))
+        key = (finding.path, finding.line, finding.signature, finding.role, finding.rank, repr(data), diff_key, origin)
+        if key == getattr(self, "_key", None):  # the same panel again (a new measurement, same readings)
+            self.finding, self.data = finding, data
+            return
+        self._key = key
         self.finding, self.data = finding, data
         widgets: list[Static] = []
 
@@ -123,6 +131,8 @@ class FixPanel(VerticalScroll):
             widgets.append(Static(Text("The version in these logs is in the affected range."), classes="fix-title"))
         if differential is not None:
             widgets.append(Static(Text(f"Differential ({safe_str(differential.note)})"), classes="fix-head"))
+            if differential.kind == "enospc" and differential.here:  # what was measured (else a caveat says where)
+                widgets.append(Static(Text(safe_str(differential.where())), classes="fix-dim"))
             for c in differential.candidates:
                 t = Text(f"{VERDICT.get(c.verdict, c.verdict):<11} ", style="bold" if c.verdict == "likely" else "")
                 t.append(safe_str(f"{c.title}: {c.evidence}"))  # the evidence names a realpath

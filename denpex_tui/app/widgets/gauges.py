@@ -1,12 +1,19 @@
 """Gauges: free bytes and inodes per watched path; fds against the limit, deleted-open bytes
 and a steady-trend ETA per process.
 
+Each path says what was measured: the path, and the mount and filesystem it is on (and the
+existing ancestor actually measured, when the path itself is not there yet). Space is used as
+df computes it (used / (used + available)); root-reserved blocks are shown apart. Bars have one
+width in a column, whatever the numbers after them.
+
 Readings come from the probe worker (latest value wins); this widget only draws them. A
 gauge's colour changes as it nears its limit, and so does its symbol and word (● ok, ▲ near,
 ✖ full), so the level never depends on colour alone.
 """
 
 from __future__ import annotations
+
+import os
 
 from rich.text import Text
 from textual.widgets import Static
@@ -57,10 +64,23 @@ class Gauges(Static):
         self.path_trends: dict[str, PathTrend] = {}
         self.proc_trends: dict[int, ProcessTrend] = {}
         self.note = "probes: first reading…"
+        self.ties: dict[int, str] | None = None
+        self.others: list = []
 
-    def show(self, snapshot: Snapshot | None, path_trends: dict, proc_trends: dict) -> None:
+    def show(self, snapshot: Snapshot | None, path_trends: dict, proc_trends: dict, *,
+             ties: dict[int, str] | None = None, others: list | None = None) -> None:
         self.snapshot, self.path_trends, self.proc_trends = snapshot, path_trends, proc_trends
-        self.update(self._text())
+        if ties is not None:
+            self.ties, self.others = ties, list(others or [])
+        self._show(self._text())
+
+    def _show(self, text: Text) -> None:
+        """Nothing changed: nothing written; the same height: no layout (no full redraw)."""
+        old = getattr(self, "_shown", None)
+        if text == old:
+            return
+        self._shown = text
+        self.update(text, layout=old is None or len(text.plain.splitlines()) != len(old.plain.splitlines()))
 
     def critical_count(self) -> int:
         """Gauges at or past FULL: watched paths (bytes or inodes) and processes (fds)."""
@@ -77,17 +97,17 @@ class Gauges(Static):
 
     def set_note(self, note: str) -> None:
         self.note = note
-        self.update(self._text())
+        self._show(self._text())
 
     def on_resize(self) -> None:
-        self.update(self._text())
+        self._show(self._text())
 
     def _s(self, cls: str):
         return self.get_component_rich_style(cls, partial=True)
 
     def _bar(self, t: Text, label: str, used_pct: float | None, detail: str, width: int) -> None:
         cls, sym, word = level(used_pct)
-        bar_w = max(4, min(30, width - len(detail) - 22))
+        bar_w = max(4, min(24, width - 40))  # the same for every row: bars line up
         n = 0 if used_pct is None else int(round(max(0.0, min(100.0, used_pct)) / 100 * bar_w))
         t.append(f"  {sym} {label:<6} ", style=self._s(cls))
         t.append("█" * n, style=self._s(cls))
@@ -129,8 +149,18 @@ class Gauges(Static):
                          style=self._s("gauges--dim"))
             t.rstrip()
             return t
+        seen: dict[tuple, int] = {}  # one gauge per filesystem: its first watched path
+        shown: list[PathReading] = []
         for pr in snap.paths:
-            self._path(t, pr, width)
+            k = (pr.mount, pr.source) if pr.mount and not pr.error else (pr.path,)
+            if k in seen:
+                seen[k] += 1
+                continue
+            seen[k] = 0
+            shown.append(pr)
+        for pr in shown:
+            k = (pr.mount, pr.source) if pr.mount and not pr.error else (pr.path,)
+            self._path(t, pr, width, more=seen[k])
         # the process closest to its limit first: the one to look at is always in view
         procs = sorted((p for p in snap.processes if p.role != "launcher"),
                        key=lambda p: (-(p.fd_used_pct or 0.0), -(p.deleted_open_bytes or 0), p.rank or 0, p.pid))
@@ -139,21 +169,29 @@ class Gauges(Static):
         if len(procs) > MAX_PROCS:
             t.append(f"… {len(procs) - MAX_PROCS} more processes\n", style=self._s("gauges--dim"))
         if not procs:
-            t.append("no training process on this node" if snap.discovered else "no process given (--pid)",
+            t.append("no training process of this job here" if snap.discovered else "no process given (--pid)",
                      style=self._s("gauges--dim"))
             t.append("\n")
+        if self.others:
+            n = len(self.others)
+            t.append(f"other processes here: {n} training process{'es' if n > 1 else ''} not tied to this job\n",
+                     style=self._s("gauges--dim"))
         t.rstrip()
         return t
 
-    def _path(self, t: Text, pr: PathReading, width: int) -> None:
+    def _path(self, t: Text, pr: PathReading, width: int, more: int = 0) -> None:
         fs = f" ({pr.fstype})" if pr.fstype else ""
         fs = safe_str(fs)
-        t.append(_short(safe_str(pr.path), width - len(fs) - 2) + fs + "\n", style=self._s("gauges--title"))
+        on = f" on {safe_str(pr.mount)}" if pr.mount and pr.mount != pr.path else ""
+        t.append(_short(safe_str(pr.path), width - len(fs) - len(on) - 2) + on + fs + "\n", style=self._s("gauges--title"))
+        if pr.measured_path and os.path.normpath(pr.measured_path) != os.path.normpath(pr.path) and pr.exists is False:
+            t.append(f"  not there yet: measured {safe_str(pr.measured_path)}\n", style=self._s("gauges--dim"))
         if pr.error:
             t.append(f"  ? {safe_str(pr.error)}\n", style=self._s("gauges--warn"))
             return
         used = None if pr.bytes_free_pct is None else 100.0 - pr.bytes_free_pct
-        self._bar(t, "space", used, f"{human_bytes(pr.bytes_free)} free", width)
+        reserved = f" · {human_bytes(pr.bytes_reserved)} reserved" if pr.bytes_reserved else ""
+        self._bar(t, "space", used, f"{human_bytes(pr.bytes_free)} free{reserved}", width)
         if pr.inodes_total:
             iused = None if pr.inodes_free_pct is None else 100.0 - pr.inodes_free_pct
             self._bar(t, "inodes", iused, f"{human_count(pr.inodes_free)} free", width)
@@ -168,10 +206,15 @@ class Gauges(Static):
             extra.append(f"deleted-open {human_bytes(pr.deleted_open_bytes)}")
         if extra:
             t.append("    " + " · ".join(extra) + "\n", style=self._s("gauges--warn"))
+        if more:
+            t.append(f"    +{more} more watched path{'s' if more > 1 else ''} on it\n", style=self._s("gauges--dim"))
 
     def _proc(self, t: Text, p: ProcessReading, width: int) -> None:
         who = (f"rank {p.rank}" if p.rank is not None else (f"local {p.local_rank}" if p.local_rank is not None else "pid"))
         t.append(f"{who} · pid {p.pid}" + (f" · {p.status}" if p.status else "") + "\n", style=self._s("gauges--title"))
+        how = (self.ties or {}).get(p.pid)
+        if how:
+            t.append(f"  job's: {how}\n", style=self._s("gauges--dim"))
         if p.fds is None:
             t.append(f"  ? not readable: {safe_str(p.error or 'unknown')}\n", style=self._s("gauges--dim"))
             return

@@ -1,24 +1,35 @@
-"""The log view's bounded buffer and its rows (no Textual here).
+"""The log view's rows over the merged timeline (no Textual here).
 
-Lines are kept in arrival order with a sequence number each; at most ``cap`` (+25 % slack,
-trimmed in one go). Rows are the visible lines under the current filter (one rank, or the
-merged timeline without the console's copies of lines that also have a per-rank file), with
-the lines of an open explanation after the line they belong to.
+Rows are the lines one filter shows (the merged timeline without the console's copies of lines
+that also have a per-rank file, everything, or one rank), in time order, with the lines of an
+open explanation after the line they belong to. Texts are read back from the files for the rows
+on screen (:class:`~denpex_tui.app.timeline.Timeline`); the buffer keeps no log text beyond a
+small cache bounded in bytes.
 """
 
 from __future__ import annotations
 
-import bisect
-from typing import Callable
+from collections import OrderedDict
+from dataclasses import dataclass
 
-from rich.cells import cell_len
 from rich.text import Text
 
-from denpex_tui.live.engine import LogLine
+from ..lineinfo import line_facts
+from ..timeline import Timeline, View
 
-__all__ = ["LogBuffer", "Row"]
+__all__ = ["LogBuffer", "ViewLine", "row_seq"]
 
-Row = "int | tuple[int, int]"  # a line's sequence number, or (sequence number, note line)
+
+@dataclass(slots=True)
+class ViewLine:
+    source: str
+    line: int  # 1-based, the engine's numbering
+    text: str
+    spans: tuple
+    rank: int | None
+    local: int | None
+    node_key: str | None
+    cut: bool = False  # only the start of a longer line is shown
 
 
 def row_seq(entry: int | tuple[int, int]) -> int:
@@ -26,107 +37,124 @@ def row_seq(entry: int | tuple[int, int]) -> int:
 
 
 class LogBuffer:
-    def __init__(self, cap: int = 20_000) -> None:
-        self.cap = cap
-        self.lines: list[LogLine] = []
-        self.base = 0  # sequence number of lines[0]
-        self.rows: list[int | tuple[int, int]] = []
+    def __init__(self, timeline: Timeline | None = None) -> None:
+        self.tl = timeline or Timeline()
+        self.view: View = self.tl.default
+        self.shown = 0  # rows of the view on screen (the builder may have more: see sync)
         self.notes: dict[int, list[Text]] = {}
         self.width = 0
         self.gutter = 4
         self.rank_filter: int | None = None
         self.hide_copies = True
-        self.kinds: dict[str, str] = {}
-        self.rank_map: dict[tuple, int] = {}
-        self.ranks_with_files: set[int] = set()
+        self._lines: OrderedDict[int, ViewLine] = OrderedDict()
 
-    def rank_of(self, ll: LogLine) -> int | None:
-        return ll.rank if ll.rank is not None else self.rank_map.get((ll.node_key, ll.local))
+    # -- rows ------------------------------------------------------------------------------
 
-    def visible(self, ll: LogLine) -> bool:
-        r = self.rank_of(ll)
-        if self.rank_filter is not None and r != self.rank_filter:
-            return False
-        if self.hide_copies:
-            kind = self.kinds.get(ll.source)
-            if kind == "error-json":
-                return False
-            if kind == "console" and r is not None and r in self.ranks_with_files:
-                return False
-        return True
+    def sync(self) -> int:
+        """Take the rows the builder committed since the last call; returns how many."""
+        n = self.view.count(self.tl.rows)
+        grew = n - self.shown
+        self.shown = n
+        return grew
 
-    def line(self, seq: int) -> LogLine | None:
-        i = seq - self.base
-        return self.lines[i] if 0 <= i < len(self.lines) else None
+    def set_view(self, view: View, rank: int | None, hide_copies: bool) -> None:
+        self.view, self.rank_filter, self.hide_copies = view, rank, hide_copies
+        self.shown = view.count(self.tl.rows)
 
-    def add(self, lines: list[LogLine]) -> tuple[int, bool]:
-        """Append lines; returns (rows dropped from the front, whether the gutter widened)."""
-        wider = False
-        for ll in lines:
-            seq = self.base + len(self.lines)
-            self.lines.append(ll)
-            w = cell_len(ll.text) if "\t" not in ll.text else len(ll.text.expandtabs(8))
-            if w > self.width:
-                self.width = w
-            if self.visible(ll):
-                self.rows.append(seq)
-                r = self.rank_of(ll)
-                if r is not None and len(str(r)) + 3 > self.gutter:
-                    self.gutter = len(str(r)) + 3
-                    wider = True
-        cut = 0
-        if len(self.lines) > self.cap + self.cap // 4:
-            drop = len(self.lines) - self.cap
-            del self.lines[:drop]
-            self.base += drop
-            while cut < len(self.rows) and row_seq(self.rows[cut]) < self.base:
-                cut += 1
-            del self.rows[:cut]
-            self.notes = {s: n for s, n in self.notes.items() if s >= self.base}
-        return cut, wider
+    def _note(self) -> tuple[int, int] | None:
+        """(view index of the line the open note is under, note length)."""
+        for seq, lines in self.notes.items():
+            i = self.view.index_of(seq, self.tl.rows)
+            if i is not None and i < self.shown:
+                return i, len(lines)
+        return None
 
-    def rebuild(self) -> None:
-        rows: list[int | tuple[int, int]] = []
-        for i, ll in enumerate(self.lines):
-            if self.visible(ll):
-                seq = self.base + i
-                rows.append(seq)
-                rows.extend((seq, j) for j in range(len(self.notes.get(seq, ()))))
-        self.rows = rows
+    @property
+    def count(self) -> int:
+        note = self._note()
+        return self.shown + (note[1] if note else 0)
 
-    def set_context(self, kinds: dict[str, str], rank_map: dict[tuple, int], ranks_with_files: set[int]) -> bool:
-        changed = kinds != self.kinds or rank_map != self.rank_map or ranks_with_files != self.ranks_with_files
-        self.kinds, self.rank_map, self.ranks_with_files = dict(kinds), dict(rank_map), set(ranks_with_files)
-        return changed
+    def entry(self, i: int) -> int | tuple[int, int]:
+        note = self._note()
+        if note is not None:
+            at, n = note
+            if at < i <= at + n:
+                return (self.view.seq(at), i - at - 1)
+            if i > at + n:
+                i -= n
+        return self.view.seq(i)
 
     def index_of(self, seq: int) -> int | None:
-        i = bisect.bisect_left(self.rows, seq, key=row_seq)
-        return i if i < len(self.rows) and row_seq(self.rows[i]) == seq else None
+        i = self.view.index_of(seq, self.tl.rows)
+        if i is None or i >= self.shown:
+            return None
+        note = self._note()
+        return i + note[1] if note is not None and i > note[0] else i
+
+    def index_near(self, seq: int) -> int:
+        """The row of ``seq``, or of the first shown line after it."""
+        i = min(self.view.index_at_or_after(seq, self.tl.rows), max(0, self.shown - 1))
+        note = self._note()
+        return i + note[1] if note is not None and i > note[0] else i
+
+    # -- lines -----------------------------------------------------------------------------
+
+    def prefetch(self, first: int, last: int) -> None:
+        seqs = []
+        for i in range(max(0, first), min(self.count, last)):
+            e = self.entry(i)
+            if isinstance(e, int) and e not in self._lines:
+                seqs.append(e)
+        self.tl.prefetch(seqs)
+
+    def line(self, seq: int) -> ViewLine | None:
+        if not 0 <= seq < self.tl.rows:
+            return None
+        ll = self._lines.get(seq)
+        if ll is not None:
+            return ll
+        sid, line0 = self.tl.locate(seq)
+        ll = self._make(sid, line0)
+        self._lines[seq] = ll
+        if len(self._lines) > 4096:
+            self._lines.popitem(last=False)
+        return ll
+
+    def _make(self, sid: int, line0: int) -> ViewLine:
+        st, cut = self.tl.text_of(sid, line0)
+        meta = self.tl.sources[sid]
+        facts = line_facts(st.text[:256])
+        info = meta.info
+        rank = facts.rank
+        local = facts.local if facts.local is not None else info.local_rank
+        if rank is None and local is not None:
+            rank = self.tl.rank_map.get((info.node_key, local))
+        if rank is None:
+            rank = self.tl.source_rank(sid)
+        return ViewLine(meta.name, line0 + 1, st.text, st.spans, rank, local, info.node_key, cut)
+
+    def forget(self) -> None:
+        self._lines.clear()
+        self.tl.forget_text()
+
+    def rank_of(self, ll: ViewLine | None) -> int | None:
+        return None if ll is None else ll.rank
 
     def seq_of(self, source: str, line: int) -> int | None:
-        for i in range(len(self.lines) - 1, -1, -1):
-            ll = self.lines[i]
-            if ll.line == line and ll.source == source:
-                return self.base + i
-        return None
+        return self.tl.seq_of(source, line)
 
-    def lines_of(self, source: str, first: int, last: int) -> list[LogLine]:
-        return [ll for ll in self.lines if ll.source == source and first <= ll.line <= last]
+    def lines_of(self, source: str, first: int, last: int) -> list[ViewLine]:
+        sid = self.tl.sid_of(source)
+        if sid is None:
+            return []
+        first = max(1, first)
+        last = min(last, self.tl.counts[sid])
+        self.tl.prefetch_lines(sid, first - 1, max(0, last - first + 1))
+        return [self._make(sid, l0) for l0 in range(first - 1, last)]
 
     def row_text(self, i: int) -> str:
-        entry = self.rows[i]
-        if isinstance(entry, tuple):
-            return self.notes[entry[0]][entry[1]].plain
-        ll = self.line(entry)
+        e = self.entry(i)
+        if isinstance(e, tuple):
+            return self.notes[e[0]][e[1]].plain
+        ll = self.line(e)
         return "" if ll is None else ll.text.expandtabs(8)
-
-    def find_row(self, start: int, step: int, pred: Callable[[LogLine], bool]) -> int | None:
-        i = start + step
-        while 0 <= i < len(self.rows):
-            entry = self.rows[i]
-            if isinstance(entry, int):
-                ll = self.line(entry)
-                if ll is not None and pred(ll):
-                    return i
-            i += step
-        return None

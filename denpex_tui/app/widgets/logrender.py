@@ -13,7 +13,6 @@ from typing import Callable
 from rich.style import Style
 from rich.text import Text
 
-from denpex_tui.live.engine import LogLine
 
 __all__ = ["Mark", "decorate", "sgr_style", "role_class"]
 
@@ -42,10 +41,10 @@ def role_class(role: str, severity: str) -> str:
     return ROLE_CLASS.get(role, "logview--context")
 
 
-def decorate(ll: LogLine, rank: int | None, gw: int, marks: dict, blocks: dict, search: str,
+def decorate(ll, rank: int | None, gw: int, marks: dict, blocks: dict, search,
              style: Callable[[str], Style]) -> tuple[Text, Text]:
     """(body, gutter) of one log line: SGR colours, the signature span, the traceback bar,
-    search matches, and the rank in the gutter."""
+    search matches (``search``: a compiled pattern or None), and the rank in the gutter."""
     text = Text(ll.text, no_wrap=True, end="")
     for s, e, sgr in ll.spans:
         text.stylize(sgr_style(sgr), s, e)
@@ -66,12 +65,12 @@ def decorate(ll: LogLine, rank: int | None, gw: int, marks: dict, blocks: dict, 
                 marker = "┌" if ll.line == first else ("└" if ll.line == last else "│")
                 mstyle = style(role_class(role, severity))
                 break
-    if search:
-        low, q = text.plain.lower(), search.lower()
-        i = low.find(q)
-        while i >= 0:
-            text.stylize(style("logview--match"), i, i + len(q))
-            i = low.find(q, i + len(q))
+    if search is not None:  # every match on the line (an RE2 pattern over the shown text)
+        for m in search.finditer(text.plain):
+            if m.end() > m.start():
+                text.stylize(style("logview--match"), m.start(), m.end())
+    if getattr(ll, "cut", False):
+        text.append(" …", style=style("logview--gutter"))
     gutter = Text(f"{'·' if rank is None else rank:>{gw - 2}}", style=style("logview--gutter"))
     gutter.append(marker, style=mstyle)
     gutter.append(" ")

@@ -2,12 +2,16 @@
 probes (--hosts, --slurm-job, --pods) also pid and fds: the rank's worker process as its own
 node's probe sees it ("-" when no probe sees that rank).
 
-One row per rank, plus "all" (the merged timeline) on top. Selecting a row (Enter, click)
+One row per rank, plus "all" (the merged timeline) on top. The first error time is the rank's
+own first error line ("≥" when only an untimestamped traceback says it: after that time); a
+narrow pane drops whole columns (source, node, pid, last), never cuts them. Selecting a row (Enter, click)
 asks the app to filter the log view. Cells are updated in place, only when their text changes,
 so a table of 1024 ranks costs nothing while the job is quiet.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from rich.text import Text
 from textual.message import Message
@@ -26,6 +30,8 @@ WIDTHS = (5, 15, 7, 11, 12, 28)
 # with other nodes' probes (--hosts, --slurm-job): each rank's remote process
 REMOTE_COLUMNS = ("rank", "state", "last", "first error", "node", "pid", "fds", "source")
 REMOTE_WIDTHS = (5, 15, 7, 11, 12, 7, 10, 28)  # fixed: live updates never make the table jump
+# What goes first when the pane is narrow: whole columns are dropped, never cut mid-word.
+DROP_ORDER = ("source", "node", "pid", "last")
 
 
 def _fds(proc) -> tuple[str, str]:
@@ -60,36 +66,71 @@ class RankTable(DataTable):
         super().__init__(cursor_type="row", zebra_stripes=False, **kw)
         self.remote = remote
         self.columns_shown = REMOTE_COLUMNS if remote else COLUMNS
+        self.all_columns = self.columns_shown
+        self._widths = dict(zip(self.all_columns, REMOTE_WIDTHS if remote else WIDTHS))
         self._ranks: list[int] = []
         self._cells: dict[tuple[str, str], tuple[str, str]] = {}
+        self._last: tuple | None = None
 
     def on_mount(self) -> None:
-        for c, w in zip(self.columns_shown, REMOTE_WIDTHS if self.remote else WIDTHS):
-            self.add_column(c, key=c, width=w)
-        self.add_row(Text("all"), Text("merged timeline", style="italic"), *[""] * (len(self.columns_shown) - 2), key="all")
+        self.columns_shown = self._fit(self.size.width or 80)
+        self._add_columns()
+
+    def _fit(self, width: int) -> tuple[str, ...]:
+        cols = list(self.all_columns)
+        for c in DROP_ORDER:
+            if sum(self._widths[c] + 2 for c in cols) <= width:  # + cell padding
+                break
+            if c in cols:
+                cols.remove(c)
+        return tuple(cols)
+
+    def _add_columns(self) -> None:
+        for c in self.columns_shown:
+            self.add_column(c, key=c, width=self._widths[c])
+        self._add_all_row()
+
+    def _add_all_row(self) -> None:
+        cells = {"rank": Text("all"), "state": Text("merged timeline", style="italic")}
+        self.add_row(*(cells.get(c, "") for c in self.columns_shown), key="all")
+
+    def on_resize(self) -> None:
+        cols = self._fit(self.size.width)
+        if cols != self.columns_shown:
+            self.columns_shown = cols
+            self.clear(columns=True)
+            self._ranks, self._cells = [], {}
+            self._add_columns()
+            if self._last is not None:
+                self.show(*self._last)
 
     def _cell(self, cls: str, text: str) -> Text:
         return Text(text, style=self.get_component_rich_style(cls, partial=True) if cls else "", no_wrap=True)
 
     def show(self, rows: dict[int, RankRow], ages: dict[int, float | None], standout: set[int],
-             procs: dict | None = None) -> None:
+             procs: dict | None = None, coarse: bool = False) -> None:
+        """``coarse``: the job is quiet, ages in whole minutes."""
+        self._last = (rows, ages, standout, procs, coarse)
         ranks = sorted(rows)
         procs = procs or {}
         if ranks != self._ranks:
             keep = self.cursor_row
             self.clear()
             self._cells.clear()
-            self.add_row(Text("all"), Text("merged timeline", style="italic"), *[""] * (len(self.columns_shown) - 2), key="all")
+            self._add_all_row()
             for r in ranks:
-                cells = self._plain(rows[r], ages.get(r), r in standout, procs.get(r), self.remote)
-                self.add_row(*(self._cell(cls, text) for cls, text in cells), key=str(r))
-                self._cells.update({(str(r), c): v for c, v in zip(self.columns_shown, cells)})
+                cells = dict(zip(self.all_columns, self._plain(rows[r], ages.get(r), r in standout, procs.get(r),
+                                                               self.remote, coarse)))
+                self.add_row(*(self._cell(*cells[c]) for c in self.columns_shown), key=str(r))
+                self._cells.update({(str(r), c): cells[c] for c in self.columns_shown})
             self._ranks = ranks
             self.move_cursor(row=min(keep, len(ranks)), animate=False)
             return
         for r in ranks:  # 1 Hz while quiet: compare plain (class, text) pairs, build Text only on change
-            for col, cell in zip(self.columns_shown,
-                                 self._plain(rows[r], ages.get(r), r in standout, procs.get(r), self.remote)):
+            for col, cell in zip(self.all_columns,
+                                 self._plain(rows[r], ages.get(r), r in standout, procs.get(r), self.remote, coarse)):
+                if col not in self.columns_shown:
+                    continue
                 k = (str(r), col)
                 if self._cells.get(k) != cell:
                     self._cells[k] = cell
@@ -97,19 +138,22 @@ class RankTable(DataTable):
 
     @staticmethod
     def _plain(row: RankRow, age: float | None, standout: bool, proc=None,
-               remote: bool = False) -> list[tuple[str, str]]:
+               remote: bool = False, coarse: bool = False) -> list[tuple[str, str]]:
         """(component class, text) of each cell."""
         state = row.state
         sym, word = STATE_SYMBOLS[state]
         cls = STATE_CLASS[state]
         first = row.first_error
         first_text = "-"
-        if first is not None and first.time is not None:
-            first_text = first.time.strftime("%H:%M:%S") + ("~" if first.time_approx else "")
+        own = row.first_line  # the rank's own first error line: exact, or after its last timed line
+        if own is not None and (first is not None or row.roles):
+            first_text = ("≥" if own.approx else "") + datetime.fromtimestamp(own.time).strftime("%H:%M:%S")
+        elif first is not None and first.time is not None:
+            first_text = ("≥" if first.time_approx else "") + first.time.strftime("%H:%M:%S")
         cells = [
             (cls if state in ("initiating", "error") else "", str(row.rank)),
             (cls, f"{sym} {word}"),
-            ("ranks--warning" if standout else "", fmt_age(age) + (" !" if standout else "")),
+            ("ranks--warning" if standout else "", fmt_age(age, coarse) + (" !" if standout else "")),
             ("ranks--error" if first is not None else "ranks--dim", first_text),
             ("", row.node or (proc.node if proc is not None else None) or "-"),
             ("ranks--dim", str(proc.pid) if proc is not None else "-"),

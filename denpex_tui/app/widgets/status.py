@@ -1,4 +1,6 @@
-"""The two header lines: job shape, elapsed time and follow state; then the diagnosis."""
+"""The header: job shape, elapsed time and follow state; then the diagnosis, on as many lines
+as it needs (never cut: the confidence and the counts are at its end), and the story beneath it
+(restarts, the launcher's other opinion)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ LEVEL = {"initiating": ("▶", "status--initiating"), "error": ("✖", "status--
          "warn": ("▲", "status--warn"), "ok": ("●", "status--ok")}
 
 
-def fmt_elapsed(s: float) -> str:
+def fmt_elapsed(s: float, coarse: bool = False) -> str:
+    """``coarse`` (the job is quiet): minutes only, so a quiet screen changes once a minute."""
     s = max(0, int(s))
+    if coarse:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m"
     h, rem = divmod(s, 3600)
     return f"{h}:{rem // 60:02d}:{rem % 60:02d}" if h else f"{rem // 60:02d}:{rem % 60:02d}"
 
@@ -21,7 +26,7 @@ class StatusBar(Widget):
     COMPONENT_CLASSES = {"status--initiating", "status--error", "status--warn", "status--ok", "status--dim",
                          "status--title"}
     DEFAULT_CSS = """
-    StatusBar { height: 2; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    StatusBar { height: auto; max-height: 6; background: $panel; padding: 0 1; }
     StatusBar > .status--title { text-style: bold; color: $primary; }
     StatusBar > .status--initiating { color: $denpex-initiating; text-style: bold; }
     StatusBar > .status--error { color: $denpex-error; text-style: bold; }
@@ -32,18 +37,20 @@ class StatusBar(Widget):
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        self._data: tuple = ("", "", True, "ok", "waiting for log lines", "")
+        self._data: tuple = ("", "", True, "ok", "waiting for log lines", "", ())
 
-    def show(self, shape: str, elapsed: str, follow: bool, level: str, diagnosis: str, extra: str = "") -> None:
-        data = (shape, elapsed, follow, level, diagnosis, extra)
+    def show(self, shape: str, elapsed: str, follow: bool, level: str, diagnosis: str, extra: str = "",
+             story: list[str] | tuple = ()) -> None:
+        data = (shape, elapsed, follow, level, diagnosis, extra, tuple(story))
         if data != self._data:
+            lines = len(data[6]) != len(self._data[6]) or data[4] != self._data[4]
             self._data = data
-            self.refresh()
+            self.refresh(layout=lines)
 
     def render(self) -> Text:
-        shape, elapsed, follow, level, diagnosis, extra = self._data
+        shape, elapsed, follow, level, diagnosis, extra, story = self._data
         s = lambda c: self.get_component_rich_style(c, partial=True)  # noqa: E731
-        t = Text(no_wrap=True, overflow="ellipsis", end="")
+        t = Text(end="", overflow="fold")
         t.append("denpex", style=s("status--title"))
         t.append("  ● following" if follow else "  ‖ paused (f/End follows)",
                  style=s("status--ok") if follow else s("status--warn"))
@@ -52,8 +59,9 @@ class StatusBar(Widget):
         if extra:
             t.append(f"  {extra}", style=s("status--dim"))
         sym, cls = LEVEL.get(level, LEVEL["ok"])
-        line2 = Text(no_wrap=True, overflow="ellipsis", end="")
-        line2.append(f"{sym} {diagnosis}", style=s(cls))
         t.append("\n")
-        t.append_text(line2)
+        t.append(f"{sym} {diagnosis}", style=s(cls))
+        for line in story:
+            t.append("\n  ")
+            t.append(line, style=s("status--dim"))
         return t

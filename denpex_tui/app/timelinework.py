@@ -1,0 +1,157 @@
+"""The timeline's builder thread: indexes and merges the history, then folds in what the
+engine says was written (following), builds filtered views and runs searches.
+
+One thread owns every change to the :class:`~denpex_tui.app.timeline.Timeline`; it only posts
+messages (``TimelineChanged``, ``ViewReady``, ``SearchDone``) and never touches a widget.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from typing import Any, Callable
+
+from denpex_tui.core.model import SourceInfo
+
+from .firsterror import first_errors
+from .messages import FirstErrors, LevelsDone, SearchDone, TimelineChanged, ViewReady
+from .search import SearchQuery, find_all
+from .timeline import Timeline
+
+__all__ = ["TimelineWorker"]
+
+PROGRESS_S = 0.25
+
+
+class TimelineWorker:
+    def __init__(self, timeline: Timeline, paths: list[str], post: Callable[[Any], Any]) -> None:
+        self.tl = timeline
+        self.paths = list(paths)
+        self.post = post
+        self.q: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._last_post = 0.0
+        self.search_gen = 0
+        self._first: dict = {}
+        self._first_done: dict = {}
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="denpex-timeline", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.q.put(None)
+
+    # -- requests (any thread) -------------------------------------------------------------
+
+    def lines(self, lines: list) -> None:
+        """The engine's new lines: files are read back from disk, other sources spooled."""
+        if lines:
+            self.q.put(("lines", lines))
+
+    def view(self, rank: int | None, hide_copies: bool) -> None:
+        self.q.put(("view", rank, hide_copies))
+
+    def rank_map(self, rank_map: dict) -> None:
+        self.q.put(("rank_map", dict(rank_map)))
+
+    def levels(self, kind: str, query: SearchQuery) -> None:
+        self.q.put(("levels", kind, query))
+
+    def search(self, query: SearchQuery) -> int:
+        self.search_gen += 1
+        self.q.put(("search", query, self.search_gen))
+        return self.search_gen
+
+    # -- the thread ------------------------------------------------------------------------
+
+    def _first_missing(self) -> bool:
+        """A rank with a file but no first error line yet (worth looking again as lines come)."""
+        ranks = {self.tl.source_rank(s) for s, m in enumerate(self.tl.sources) if m.info.kind == "rank-file"}
+        return any(r is not None and r not in self._first for r in ranks)
+
+    def _changed(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_post >= PROGRESS_S:
+            self._last_post = now
+            self.post(TimelineChanged(self.tl.rows, self.tl.built))
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # shown on screen, never a traceback under it
+            self.post(TimelineChanged(self.tl.rows, True, error=f"{type(exc).__name__}: {exc}"))
+        finally:
+            self.tl.close()
+
+    def _loop(self) -> None:
+        self.tl.add_paths(self.paths)
+        self.tl.build(progress=self._changed)
+        self._changed(force=True)
+        while True:
+            item = self.q.get()
+            if item is None:
+                break
+            batch = [item]
+            while True:  # fold what queued up meanwhile into one pass
+                try:
+                    nxt = self.q.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    self._handle(batch)
+                    return
+                batch.append(nxt)
+            self._handle(batch)
+
+    def _handle(self, batch: list) -> None:
+        names: set[str] = set()
+        spools: dict[str, list[str]] = {}
+        spool_rank: dict[str, int | None] = {}
+        for item in batch:
+            if item[0] == "lines":
+                for ll in item[1]:
+                    src = ll.source
+                    if src in spools or (self.tl.sid_of(src) is None and not os.path.isfile(src)) or \
+                            (self.tl.sid_of(src) is not None and self.tl.sources[self.tl.sid_of(src)].spool):
+                        spools.setdefault(src, []).append(ll.text)
+                        spool_rank.setdefault(src, ll.rank)
+                    else:
+                        names.add(src)
+        grew = 0
+        if names:
+            grew += self.tl.refresh(names)
+        for src, texts in spools.items():
+            before = self.tl.rows
+            self.tl.spool(src, texts, SourceInfo(path=src, kind="exec", exec_rank=spool_rank.get(src)))
+            grew += self.tl.rows - before
+        mapped = False
+        for item in batch:
+            if item[0] == "rank_map":
+                mapped = True
+                if self.tl.set_rank_map(item[1]):
+                    self.post(ViewReady(self.tl.view_for(None, True), None, True))
+        if mapped or (grew and self._first_missing()):
+            if mapped:  # ranks of files may have changed: look again from the start
+                self._first, self._first_done = {}, {}
+            self._first = first_errors(self.tl, self._first, self._first_done)
+            self.post(FirstErrors(dict(self._first)))
+        last = {}
+        for item in batch:
+            if item[0] in ("view", "search"):
+                last[item[0]] = item
+        if "view" in last:
+            _k, rank, hide = last["view"]
+            self.post(ViewReady(self.tl.view_for(rank, hide), rank, hide))
+        if grew:
+            self._changed(force=True)
+        for item in batch:
+            if item[0] == "levels":
+                rows = self.tl.rows
+                self.post(LevelsDone(item[1], rows, find_all(self.tl, item[2])))
+        if "search" in last:
+            _k, query, gen = last["search"]
+            if gen == self.search_gen:
+                self.post(SearchDone(gen, query, find_all(self.tl, query, lambda: gen != self.search_gen)))
