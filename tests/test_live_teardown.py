@@ -146,3 +146,111 @@ def _collect(stream, timeout: float, until_eof: bool = False) -> bytes:
     if until_eof:
         raise AssertionError(f"no EOF after {timeout} s: the worker is still alive ({buf[-300:]!r})")
     return buf
+
+
+# --- watch in a real pseudo-terminal ------------------------------------------------------
+
+class Pty:
+    def __init__(self, args):
+        import fcntl
+        import pty
+        import struct
+        import termios
+        import threading
+
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
+        # a session of its own whose controlling terminal is the pty, as sshd sets it up:
+        # closing the master side then sends SIGHUP
+        self.proc = subprocess.Popen([sys.executable, "-m", "denpex_tui", "watch", "--no-probes", *args],
+                                     stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+                                     env=dict(os.environ, TERM="xterm-256color"))
+        os.close(slave)
+        self.out = bytearray()
+        self._t = threading.Thread(target=self._drain, daemon=True)
+        self._t.start()
+
+    def _drain(self):
+        import select
+
+        while True:
+            try:
+                r, _, _ = select.select([self.master], [], [], 0.2)
+                if r:
+                    data = os.read(self.master, 65536)
+                    if not data:
+                        return
+                    self.out += data
+            except OSError:
+                return
+
+    def wait_for(self, needle: bytes, timeout: float = 30.0):
+        deadline = time.monotonic() + timeout
+        while needle not in self.out:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"{needle!r} not written to the terminal: {bytes(self.out[-400:])!r}")
+            time.sleep(0.05)
+
+    def close(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        try:
+            os.close(self.master)
+        except OSError:
+            pass
+
+
+def _exec_groups(pid: int) -> set[int]:
+    import psutil
+
+    return {os.getpgid(c.pid) for c in psutil.Process(pid).children(recursive=True)
+            if "sleep" in " ".join(c.cmdline())}
+
+
+@pytest.mark.parametrize("how", ["hangup", "SIGHUP", "SIGPIPE"])
+def test_watch_whose_terminal_goes_away_leaves_no_exec_command(tmp_path, how):
+    log = tmp_path / "rank0.log"
+    log.write_text("[rank0]: step 1\n")
+    t = Pty(["--exec", "sleep 600", str(log)])
+    try:
+        t.wait_for(b"\x1b[?1049h")
+        deadline = time.monotonic() + 20
+        while not _exec_groups(t.proc.pid):
+            assert time.monotonic() < deadline, "the --exec command did not start"
+            time.sleep(0.1)
+        groups = _exec_groups(t.proc.pid)
+        if how == "hangup":
+            os.close(t.master)  # an ssh disconnect: the terminal's master side is closed
+        else:
+            t.proc.send_signal(getattr(signal, how))
+        t.proc.wait(timeout=20)
+        for g in groups:
+            assert _wait_gone(g), f"the --exec command's group {g} survived ({how})"
+    finally:
+        for g in _exec_groups(t.proc.pid) if t.proc.poll() is None else ():
+            os.killpg(g, signal.SIGKILL)
+        t.close()
+
+
+def test_sigterm_to_watch_restores_the_terminal_and_removes_the_demo_folder(tmp_path):
+    import glob
+    import tempfile
+
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "denpex-demo-*")))
+    t = Pty(["--demo"])
+    try:
+        t.wait_for(b"\x1b[?1049h")
+        t.wait_for(b"\x1b[?1000h")  # mouse tracking on
+        demo = set(glob.glob(os.path.join(tempfile.gettempdir(), "denpex-demo-*"))) - before
+        assert len(demo) == 1
+        t.proc.send_signal(signal.SIGTERM)
+        t.proc.wait(timeout=20)
+        time.sleep(0.3)  # the last bytes reach the master side
+        tail = bytes(t.out[-2000:])
+        assert tail.rfind(b"\x1b[?1049l") > tail.rfind(b"\x1b[?1049h"), f"still in the alternate screen: {tail[-300:]!r}"
+        assert tail.rfind(b"\x1b[?1000l") > tail.rfind(b"\x1b[?1000h"), f"mouse tracking left on: {tail[-300:]!r}"
+        assert not any(os.path.exists(d) for d in demo), "the demo's temporary folder was left behind"
+    finally:
+        t.close()

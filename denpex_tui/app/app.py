@@ -158,6 +158,13 @@ class DenpexApp(LevelActions, WatchActions, App):
 
         return lambda: DemoProber(options.demo_root, pids=None, paths=options.probe_paths, discover=False)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # a key while the app tears down (or a terminal's reply parsed as ESC once the app
+        # exits on a signal) must not reach actions whose widgets are gone (NoMatches)
+        if self._exit or not self.is_running:
+            return False
+        return super().check_action(action, parameters)
+
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(VARIABLE_DEFAULTS)
 
@@ -347,6 +354,10 @@ class DenpexApp(LevelActions, WatchActions, App):
         self._refresh()
 
     def _refresh(self, force: bool = False) -> None:
+        # the 1 s tick and the theme signal can fire while the app tears down, after the
+        # widgets are gone (NoMatches: StatusBar)
+        if self._exit or not self.is_running or not self.query(StatusBar):
+            return
         st, now = self.state, self.options.clock()
         log = self.query_one(LogView)
         level, text = st.diagnosis(now)

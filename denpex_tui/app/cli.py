@@ -159,12 +159,63 @@ def run(args, cfg) -> int:
     app = DenpexApp(opts, catalog)
     if writer is not None:
         writer.start()
-    try:
-        app.run()
-    finally:
+
+    def cleanup() -> None:
         stop.set()
         if writer is not None:
             writer.join(timeout=2)
         if tmp is not None:
             tmp.cleanup()
-    return 0
+
+    try:
+        code = _run(app, cleanup)
+    finally:
+        cleanup()
+    return code
+
+
+def _run(app, cleanup) -> int:
+    """Run the app; SIGTERM, SIGHUP (the terminal or the ssh session went away) and SIGPIPE
+    end it as ``q`` does: the terminal is restored (alternate screen left, mouse tracking
+    off), --exec commands are stopped, --demo's folder removed. If the app cannot finish
+    (a dead terminal), the process ends anyway after a few seconds, commands killed."""
+    import asyncio
+    import signal
+
+    from denpex_tui.live.execsource import kill_all
+
+    got: list[int] = []
+    timers: list[threading.Timer] = []
+
+    def last_resort(sig: int) -> None:
+        kill_all(signal.SIGKILL)
+        try:
+            cleanup()
+        finally:
+            os._exit(128 + sig)
+
+    def on_signal(sig: int) -> None:
+        if got:
+            return
+        got.append(sig)
+        kill_all()  # first: with the terminal gone, nothing after this is certain
+        app.exit(return_code=128 + sig)
+        timer = threading.Timer(5.0, last_resort, args=(sig,))
+        timer.daemon = True
+        timers.append(timer)
+        timer.start()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+            try:
+                loop.add_signal_handler(sig, on_signal, sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+        await app.run_async()
+
+    asyncio.run(main())
+    for t in timers:
+        t.cancel()
+    kill_all(signal.SIGKILL)  # whatever the engine could not stop in time
+    return 128 + got[0] if got else 0

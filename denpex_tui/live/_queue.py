@@ -9,7 +9,6 @@ big, so nothing can block for ever.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from typing import Any
 
 __all__ = ["ByteQueue"]
@@ -21,41 +20,34 @@ def _size(item: Any) -> int:
 
 
 class ByteQueue:
+    """An ``asyncio.Queue`` (its cancellation-safe ``get``, as ``wait_for`` needs) whose
+    ``put`` also waits while ``max_bytes`` of chunk data are queued."""
+
     def __init__(self, max_bytes: int = 16 << 20, max_items: int = 1024) -> None:
         self.max_bytes = max_bytes
-        self.max_items = max_items
         self.bytes = 0
-        self._items: deque = deque()
+        self._q: asyncio.Queue = asyncio.Queue(maxsize=max_items)
         self._room = asyncio.Event()
         self._room.set()
-        self._ready = asyncio.Event()
-
-    def _full(self) -> bool:
-        return bool(self._items) and (self.bytes >= self.max_bytes or len(self._items) >= self.max_items)
 
     async def put(self, item: Any) -> None:
-        while self._full():
+        while self.bytes >= self.max_bytes and not self._q.empty():
             self._room.clear()
             await self._room.wait()
-        self._items.append(item)
         self.bytes += _size(item)
-        self._ready.set()
+        await self._q.put(item)
 
     def empty(self) -> bool:
-        return not self._items
+        return self._q.empty()
 
-    def get_nowait(self) -> Any:
-        if not self._items:
-            raise asyncio.QueueEmpty
-        item = self._items.popleft()
+    def _took(self, item: Any) -> Any:
         self.bytes -= _size(item)
-        if not self._full():
+        if self.bytes < self.max_bytes:
             self._room.set()
-        if not self._items:
-            self._ready.clear()
         return item
 
+    def get_nowait(self) -> Any:
+        return self._took(self._q.get_nowait())
+
     async def get(self) -> Any:
-        while not self._items:
-            await self._ready.wait()
-        return self.get_nowait()
+        return self._took(await self._q.get())
