@@ -233,6 +233,10 @@ class ScanExtras:
             print_control(self.control, con)
 
 
+# The rhythm reads each rank's log once more: automatic for jobs up to this size, asked for above.
+RHYTHM_AUTO_BYTES = 256 << 20
+
+
 def scan_extras(result, args) -> ScanExtras:
     from denpex_tui.core.rhythm import checkpoint_related, combine, rhythm_of
 
@@ -243,7 +247,8 @@ def scan_extras(result, args) -> ScanExtras:
         from denpex_tui.core.control import compare_with_control
 
         control = compare_with_control(result, scan_logs(control_paths), list(args.paths), control_paths)
-    if checkpoint_related(result) or runs:
+    auto = result.bytes_read <= RHYTHM_AUTO_BYTES or getattr(args, "rhythm", False)
+    if (checkpoint_related(result) and auto) or runs:
         parts = [rhythm_of(result, " ".join(args.paths))]
         for r in runs:
             parts.append(rhythm_of(scan_logs([r]), r))
@@ -261,6 +266,9 @@ def add_scan_options(s) -> None:
     s.add_argument("--control", nargs="+", metavar="PATH",
                    help="a healthy run of the same job: per rank, the first line with no counterpart there "
                         "(put it after the PATHs)")
+    s.add_argument("--rhythm", action="store_true",
+                   help="count every rank's checkpoint saves before the failure even on a big job (it reads "
+                        "each rank's log once more; automatic up to 256 MB of logs)")
     s.add_argument("--runs", action="append", metavar="PATH",
                    help="another failing run of the same job: is the number of checkpoint saves before the "
                         "failure the same? (repeatable)")

@@ -67,6 +67,25 @@ _SAVE_B = re.compile(rb"(?i)sav(?:e|ing)|ready now|copying complete")
 _STEP_B = re.compile(STEP.pattern.encode(), re.I)
 
 
+_SAVE_NEEDLES = (b"sav", b"Sav", b"SAV", b"ready now", b"Copying complete")
+
+
+def _save_positions(data: bytes) -> list[int]:
+    """Where a save line may be, one per line, found with bytes.find (C, memchr-fast; a
+    case-insensitive regex is 20x slower on a 16 MB rank log)."""
+    hits: set[int] = set()
+    for needle in _SAVE_NEEDLES:
+        i = data.find(needle)
+        while i >= 0:
+            ls = data.rfind(b"\n", 0, i) + 1
+            hits.add(ls)
+            le = data.find(b"\n", i)
+            if le < 0:
+                break
+            i = data.find(needle, le)
+    return sorted(hits)
+
+
 def _last_step(buf: bytes) -> tuple[int | None, int | None]:
     """(step, offset of its line) of the last step line in ``buf`` that is not a save line."""
     end = len(buf)
@@ -115,9 +134,9 @@ def read_progress(path: str, stop_line: int | None = None) -> Progress:
                 last = False
             buf = tail + data
             off0 = len(tail)
-            for m in _SAVE_B.finditer(data):
-                ls = data.rfind(b"\n", 0, m.start()) + 1
-                le = data.find(b"\n", m.end())
+            for pos in _save_positions(data):
+                ls = data.rfind(b"\n", 0, pos) + 1
+                le = data.find(b"\n", pos)
                 text = data[ls : le if le >= 0 else len(data)][:_MAX_LINE].decode("utf-8", "replace")
                 is_start = SAVE_START.search(text) is not None
                 is_done = not is_start and SAVE_DONE.search(text) is not None and not _NOT_DONE.search(text)
