@@ -79,7 +79,7 @@ def test_error_and_warning_lines_and_the_incident_summary(failed_root):
             first = log.cursor
             await pilot.press("e")
             assert log.cursor > first
-            await pilot.press("E")
+            await pilot.press("ctrl+e")  # previous error line (E is the evidence bundle)
             assert log.cursor == first
             await pilot.press("g", "w")
             assert await until(pilot, lambda: "warning" in app._levels)

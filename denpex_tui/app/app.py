@@ -83,7 +83,7 @@ class DenpexApp(LevelActions, WatchActions, App):
         Binding("left_square_bracket", "finding(-1)", "prev finding"),
         Binding("i", "initiating", "initiating line"),
         Binding("e", "level('error', 1)", "next error line (any rank)", show=False),
-        Binding("E", "level('error', -1)", "previous error line", show=False),
+        Binding("ctrl+e", "level('error', -1)", "previous error line (E writes an evidence bundle)", show=False),
         Binding("w", "level('warning', 1)", "next warning line", show=False),
         Binding("W", "level('warning', -1)", "previous warning line", show=False),
         Binding("y", "copy_summary", "copy the incident summary (plain text, for a ticket)", show=False),

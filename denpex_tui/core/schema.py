@@ -293,4 +293,7 @@ def differential_from_json(j: dict[str, Any]):
         checklist=[ChecklistResult(**_init_kwargs(ChecklistResult, c)) for c in j.get("checklist") or []],
         metrics=dict(j.get("metrics") or {}),
         caveats=list(j.get("caveats") or []),
+        here=bool(j.get("here", True)),
+        error_node=j.get("error_node"),
+        measure_command=j.get("measure_command"),
     )

@@ -59,10 +59,13 @@ def _launcher_note(root: Incident, entries: list[FailureEntry]) -> str | None:
     who = f"rank {r}" if len(named) == 1 else "ranks " + ", ".join(str(n) for n in named)
     theirs = next((c for c in root.collateral if c.rank == r), None)
     mine = _when(init)
+    own = "went silent" if "stall" in init.signature or "hang" in init.signature else "'s own error"
+    mine_txt = (f" after rank {init.rank} went silent (its last line at {mine})" if own == "went silent"
+                else f" after rank {init.rank}'s own error" + (f" at {mine}" if mine else ""))
     if theirs is not None:
         why = f"rank {r} failed of the consequence ({theirs.title}"
         why += f", at {_when(theirs)})" if _when(theirs) else ")"
-        why += f" after rank {init.rank}'s own error" + (f" at {mine}" if mine else "")
+        why += mine_txt
     elif mine:
         why = f"rank {init.rank}'s own log shows the first failure, at {mine}"
     else:

@@ -212,7 +212,9 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measu
         for u in unknown:
             who = f"rank {u['rank']}" if u["rank"] is not None else "rank ?"
             con.print(Text(f"  {who:<8} {_rel(u['path'])}:{u['line']}  ", style="dim").append(u["text"][:300], style=""))
-    story = job_story(result.incidents, result.job.failure_entries(), len(result.job.ranks_by_attempt()) or None)
+    job = result.job  # a JobState, or an evidence bundle's job read back (fewer views)
+    story = job_story(result.incidents, getattr(job, "failure_entries", list)(),
+                      len(getattr(job, "ranks_by_attempt", dict)()) or None)
     if story is not None:  # the same story watch tells in its header
         t = Text("Root cause: ", style="bold")
         t.append(story.headline, style="bold")

@@ -33,7 +33,7 @@ KEY_NAMES = {
     "question_mark": "?", "right_square_bracket": "]", "left_square_bracket": "[", "slash": "/",
     "escape": "Esc", "enter": "Enter", "f1": "F1", "up": "↑", "down": "↓", "left": "←", "right": "→",
     "pageup": "PgUp", "pagedown": "PgDn", "home": "Home", "end": "End", "ctrl+c": "ctrl+c",
-    "tab": "Tab", "shift+tab": "Shift+Tab", "ctrl+r": "ctrl+r", "ctrl+t": "ctrl+t",
+    "tab": "Tab", "shift+tab": "Shift+Tab", "ctrl+r": "ctrl+r", "ctrl+t": "ctrl+t", "ctrl+e": "ctrl+e",
 }
 
 # Keys Textual handles itself (focus, selection) and the mouse: listed so that help has them all.

@@ -4,7 +4,7 @@ node's probe sees it ("-" when no probe sees that rank).
 
 One row per rank, plus "all" (the merged timeline) on top. The first error time is the rank's
 own first error line ("≥" when only an untimestamped traceback says it: after that time); a
-narrow pane drops whole columns (source, node, pid, last), never cuts them. Selecting a row (Enter, click)
+narrow pane drops whole columns (source, node, last), never cuts them. Selecting a row (Enter, click)
 asks the app to filter the log view. Cells are updated in place, only when their text changes,
 so a table of 1024 ranks costs nothing while the job is quiet.
 """
@@ -31,7 +31,8 @@ WIDTHS = (5, 15, 7, 11, 12, 28)
 REMOTE_COLUMNS = ("rank", "state", "last", "first error", "node", "pid", "fds", "source")
 REMOTE_WIDTHS = (5, 15, 7, 11, 12, 7, 10, 28)  # fixed: live updates never make the table jump
 # What goes first when the pane is narrow: whole columns are dropped, never cut mid-word.
-DROP_ORDER = ("source", "node", "pid", "last")
+DROP_ORDER = ("source", "node", "last")
+REMOTE_DROP_ORDER = ("source", "last")  # with other nodes' probes, node, pid and fds are the point
 
 
 def _fds(proc) -> tuple[str, str]:
@@ -78,7 +79,7 @@ class RankTable(DataTable):
 
     def _fit(self, width: int) -> tuple[str, ...]:
         cols = list(self.all_columns)
-        for c in DROP_ORDER:
+        for c in (REMOTE_DROP_ORDER if self.remote else DROP_ORDER):
             if sum(self._widths[c] + 2 for c in cols) <= width:  # + cell padding
                 break
             if c in cols:
