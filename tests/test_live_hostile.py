@@ -34,7 +34,7 @@ def test_file_replaced_by_a_fifo_then_by_a_file_is_followed_promptly(tmp_path, i
         box["dt"] = time.monotonic() - t0
 
     run_tailer([str(p)], scenario, inotify=inotify, poll_max=2.0, poll_max_watched=10.0, timeout=60)
-    assert box["dt"] < 3.0
+    assert box["dt"] < 5.0  # under load too (before: 10-66 s, or never)
 
 
 def test_repeated_truncations_to_a_nonzero_size_do_not_double_the_view_lines(tmp_path):
@@ -246,7 +246,7 @@ def test_follow_skips_a_sparse_region_at_seek_speed(tmp_path):
         box["chunks"] = [c for c in items if hasattr(c, "data") and b"after the hole" in c.data]
 
     run_tailer([str(p)], scenario, timeout=40)
-    assert box["dt"] < 3.0
+    assert box["dt"] < 5.0  # under load too (before: 10-66 s, or never)
     assert b"\x00" not in box["chunks"][0].data and "sparse" in box["chunks"][0].note
 
 
