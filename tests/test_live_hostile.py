@@ -34,7 +34,7 @@ def test_file_replaced_by_a_fifo_then_by_a_file_is_followed_promptly(tmp_path, i
         box["dt"] = time.monotonic() - t0
 
     run_tailer([str(p)], scenario, inotify=inotify, poll_max=2.0, poll_max_watched=10.0, timeout=60)
-    assert box["dt"] < 3.0
+    assert box["dt"] < 5.0  # under load too (before: 10-66 s, or never)
 
 
 def test_repeated_truncations_to_a_nonzero_size_do_not_double_the_view_lines(tmp_path):
@@ -246,7 +246,7 @@ def test_follow_skips_a_sparse_region_at_seek_speed(tmp_path):
         box["chunks"] = [c for c in items if hasattr(c, "data") and b"after the hole" in c.data]
 
     run_tailer([str(p)], scenario, timeout=40)
-    assert box["dt"] < 3.0
+    assert box["dt"] < 5.0  # under load too (before: 10-66 s, or never)
     assert b"\x00" not in box["chunks"][0].data and "sparse" in box["chunks"][0].note
 
 
@@ -299,3 +299,24 @@ def test_scan_reports_links_out_of_the_tree_and_refuses_special_files(tmp_path):
     r = subprocess.run([sys.executable, "-m", "denpex_tui", "scan", "/proc/kmsg"], capture_output=True, text=True,
                        timeout=60)
     assert "not a regular file (a file of /proc: /proc/kmsg)" in r.stderr and r.returncode == 2
+
+
+def test_the_engine_ends_when_stopped_while_its_queue_is_not_empty(tmp_path):
+    """The end-of-stream marker could be taken while a batch was drained from the queue and
+    then forgotten: run() never ended (seen under a storm of 2 000 files)."""
+    from denpex_tui.core.catalog import load_catalog
+    from denpex_tui.live.engine import Engine
+
+    for r in range(16):
+        (tmp_path / f"rank{r}.log").write_bytes(LINE * 20000)  # 2 MB of history each
+
+    async def main():
+        for _ in range(5):
+            eng = Engine([str(tmp_path)], load_catalog(include_user=False), processes=False)
+            n = 0
+            async for _ev in eng.run():
+                n += 1
+                if n == 1:
+                    eng.stop()  # the tailer ends with chunks still queued for the engine
+
+    asyncio.run(asyncio.wait_for(main(), 60))

@@ -374,6 +374,8 @@ class Engine:
                     events.extend(await loop.run_in_executor(self._pool, self._retriage))
                 for ev in events:
                     yield ev
+                if item is done:  # the tailer ended while a batch was being drained
+                    break
         finally:
             self.tailer.stop()
             task.cancel()
