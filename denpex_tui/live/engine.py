@@ -46,6 +46,7 @@ __all__ = ["Engine", "FindingEvent", "IncidentEvent", "LinesEvent", "LogLine"]
 
 TRIAGE_INTERVAL_S = 0.25
 _MAX_EVENT_COLLATERAL = 20
+_KEEP_LINE_BYTES = 16 << 10
 STALL_CHECK_S = 1.0
 QUEUE_BYTES = 16 << 20  # chunk bytes waiting between the tailer and the parse thread
 BATCH_BYTES = 8 << 20  # chunk bytes parsed per batch
@@ -235,7 +236,8 @@ class Engine:
             buf = self.lines[p.info.path] = deque(maxlen=self.keep_lines)
         while start < len(data):
             nl = data.find(b"\n", start)
-            st = safe_line(data[start:nl])
+            # the view keeps a line's first 16 KiB (a 2 GB line costs 16 KiB, not 2 GB of ring)
+            st = safe_line(data[start:min(nl, start + _KEEP_LINE_BYTES)])
             pre = parse_line(st.text)
             rank = pre.rank if pre.rank is not None else (pre.task if pre.task is not None else (info.file_rank if info.file_rank is not None else info.exec_rank))
             local = pre.local_rank if pre.local_rank is not None else info.local_rank
