@@ -71,7 +71,10 @@ class _Lit:
 
 
 class Matcher:
-    def __init__(self, catalog: Catalog):
+    def __init__(self, catalog: Catalog, *, error_words: bool = True):
+        """``error_words``: also find lines with error words no detector knows (for the report
+        of unrecognised error lines). ``scan`` leaves them out of its first, fast pass and reads
+        them only when that pass found no incident."""
         self.catalog = catalog
         lits: dict[tuple[str, bool], _Lit] = {}
         for sig in catalog:
@@ -87,8 +90,10 @@ class Matcher:
             for text, ci in det.literals:
                 key = (text.lower() if ci else text, ci)
                 lits.setdefault(key, _Lit(key[0], ci, []))
-        for w in ERROR_WORDS:
-            lits.setdefault((w, True), _Lit(w, True, []))
+        self.error_words = error_words
+        if error_words:
+            for w in ERROR_WORDS:
+                lits.setdefault((w, True), _Lit(w, True, []))
         self._lits = list(lits.values())
         self._cs = [l for l in self._lits if not l.ignorecase and l.sigs]
         self._ci = [l for l in self._lits if l.ignorecase and l.sigs]

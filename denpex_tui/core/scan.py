@@ -99,7 +99,7 @@ def _worker_init(sig_dirs: list[str] | None, include_user: bool, nice: int) -> N
         except OSError:
             pass
     cat = load_catalog(sig_dirs, include_user=include_user)
-    _WORKER["matcher"] = Matcher(cat)
+    _WORKER["matcher"] = Matcher(cat, error_words=False)
 
 
 def _worker_run(info: SourceInfo) -> ProcessorResult:
@@ -180,6 +180,15 @@ def process_many(sources: list[SourceInfo], matcher: Matcher, io_timeout: float 
                 p.errors.append(why)
         add(ProcessorResult.of(p))
         state["i"] += 1
+
+
+def _unknown_pass(sources: list[SourceInfo], matcher: Matcher, io_timeout: float | None, job: JobState) -> None:
+    def add(res: ProcessorResult) -> None:
+        cur = job.results.get(res.info.path)
+        if cur is not None:
+            cur.unknown = res.unknown
+
+    process_many([s for s in sources if s.kind != "error-json"], matcher, io_timeout, add)
 
 
 def _process(info: SourceInfo, matcher: Matcher, box: dict) -> ProcessorResult:
@@ -263,7 +272,7 @@ def scan_paths(
     t0 = time.perf_counter()
     since_dt = _parse_since(since)
     catalog = catalog or load_catalog(signature_dirs, include_user=include_user)
-    matcher = Matcher(catalog)
+    matcher = Matcher(catalog, error_words=False)
     disc, warnings = _discover(paths, io_timeout)
     warnings += [f"signatures: {p}" for p in catalog.problems]
     job = JobState()
@@ -281,6 +290,10 @@ def scan_paths(
     for r in job.results.values():
         warnings.extend(r.errors)
     incidents = triage(job, catalog, read_tail=read_tail)
+    if not incidents and disc.sources:
+        # Nothing known failed: read again for error-looking lines no detector knows, so the
+        # report can show them instead of "No failure found" (a second pass only in this case).
+        _unknown_pass(disc.sources, Matcher(catalog), io_timeout, job)
     findings = job.findings()
     if attempt is not None:
         findings = [f for f in findings if f.attempt == attempt]
