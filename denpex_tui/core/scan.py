@@ -98,6 +98,9 @@ def _worker_init(sig_dirs: list[str] | None, include_user: bool, nice: int) -> N
             os.nice(nice)
         except OSError:
             pass
+    if "inherited" in _WORKER:  # forked: the parent's compiled matcher, no second catalog load
+        _WORKER["matcher"] = _WORKER["inherited"]
+        return
     cat = load_catalog(sig_dirs, include_user=include_user)
     _WORKER["matcher"] = Matcher(cat, error_words=False)
 
@@ -373,10 +376,17 @@ def _parallel(order, job, n_jobs, signature_dirs, include_user, polite, io_timeo
     deadline (its size at 5 MB/s, and at least ``io_timeout``) is reported as hung."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
+    import multiprocessing
+
+    ctx = None
+    if "fork" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("fork")
+        _WORKER["inherited"] = matcher  # the workers start with it compiled
     pool = ProcessPoolExecutor(
         max_workers=n_jobs,
         initializer=_worker_init,
         initargs=(signature_dirs, include_user, 10 if polite else 0),
+        mp_context=ctx,
     )
     hung = False
     try:
@@ -403,6 +413,7 @@ def _parallel(order, job, n_jobs, signature_dirs, include_user, polite, io_timeo
                 if not f.running():
                     futures[f] = (futures[f][0], now)  # its clock starts when a worker takes it
     finally:
+        _WORKER.pop("inherited", None)
         if hung:
             for proc in list(getattr(pool, "_processes", {}).values()):
                 proc.kill()
