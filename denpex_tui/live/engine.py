@@ -156,6 +156,7 @@ class Engine:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="denpex-parse",
                                         initializer=_polite_thread if polite else None)
         self._new: list[Any] = []
+        self._stopping = False
         self._emitted: set = set()
         self._order = 0
         from .proctable import ProcessTable
@@ -330,7 +331,7 @@ class Engine:
                     item = await asyncio.wait_for(queue.get(), timeout=TRIAGE_INTERVAL_S)
                 except asyncio.TimeoutError:
                     item = None
-                if item is done:
+                if item is done or self._stopping:
                     break
                 batch: list[Chunk] = []
                 others: list[Any] = []
@@ -376,7 +377,7 @@ class Engine:
                     events.extend(await loop.run_in_executor(self._pool, self._retriage))
                 for ev in events:
                     yield ev
-                if item is done:  # the tailer ended while a batch was being drained
+                if item is done or self._stopping:  # the tailer ended while a batch was drained
                     break
         finally:
             self.tailer.stop()
@@ -385,9 +386,20 @@ class Engine:
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
+            # the tailer's own clean-up (--exec groups stopped, pipes closed) must end while the
+            # loop still runs, or a busy command's pipe is finalised on a closed loop
+            shutdown = getattr(self.tailer, "_shutdown_task", None)
+            if shutdown is not None and not shutdown.done():
+                try:
+                    await asyncio.wait_for(asyncio.shield(shutdown), 6.0)
+                except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                    pass
             self._pool.shutdown(wait=False, cancel_futures=True)
 
     def stop(self) -> None:
+        """Stop following; what is still queued is dropped (a busy --exec can have 16 MiB of
+        lines waiting: parsing them would delay the exit by seconds)."""
+        self._stopping = True
         self.tailer.stop()
 
     async def call(self, fn, *args):
