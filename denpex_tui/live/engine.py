@@ -319,7 +319,8 @@ class Engine:
                 async for item in self.tailer.run():
                     await queue.put(item)
             finally:
-                await queue.put(done)
+                if not self._stopping:  # stopping: nobody drains the queue, and run() sees the flag
+                    await queue.put(done)
 
         task = asyncio.create_task(pump())
         last_triage = 0.0
@@ -327,6 +328,8 @@ class Engine:
         pending_triage = False
         try:
             while True:
+                if self._stopping:
+                    break
                 try:
                     item = await asyncio.wait_for(queue.get(), timeout=TRIAGE_INTERVAL_S)
                 except asyncio.TimeoutError:
