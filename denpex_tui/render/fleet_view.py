@@ -4,12 +4,11 @@ worst node first. Text from nodes passes through ``probe_view.safe`` like any ot
 
 from __future__ import annotations
 
-import sys
 from typing import IO
 
 from denpex_tui.probes.readings import Snapshot
 
-from .probe_view import Line, build_lines, plain_text, safe, use_color
+from .probe_view import Line, build_lines, safe
 
 STATUS_STYLE = {"ok": "ok", "connecting": "warn", "late": "warn", "garbage": "bad",
                 "no-answer": "bad", "exited": "bad", "other-schema": "bad"}
@@ -60,25 +59,9 @@ def build_fleet_lines(fleet) -> list[Line]:
 
 
 def render(fleet, file: IO | None = None, color: bool | None = None) -> None:
-    f = file if file is not None else sys.stdout
-    lines = build_fleet_lines(fleet)
-    if color is None:
-        color = use_color(f)
-    if not color:
-        f.write(plain_text(lines))
-        f.flush()
-        return
-    from rich.text import Text
+    from .probe_view import write_lines
 
-    from .probe_view import STYLES
-    from .safe import safe_console
-
-    console = safe_console(f, force_terminal=True)
-    for line in lines:
-        t = Text()
-        for text, style in line:
-            t.append(text, style=STYLES.get(style, ""))
-        console.print(t)
+    write_lines(build_fleet_lines(fleet), file, color)
 
 
 __all__ = ["render", "build_fleet_lines", "node_worst"]

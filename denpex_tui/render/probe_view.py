@@ -247,8 +247,12 @@ def plain_text(lines: list[Line]) -> str:
 
 def render(snapshot: Snapshot, *, trends=None, differentials: Iterable = (),
            file: IO | None = None, color: bool | None = None) -> None:
+    write_lines(build_lines(snapshot, trends=trends, differentials=differentials), file, color)
+
+
+def write_lines(lines, file: IO | None = None, color: bool | None = None) -> None:
+    """Styled lines to ``file``: plain text, or colour through the safe console."""
     f = file if file is not None else sys.stdout
-    lines = build_lines(snapshot, trends=trends, differentials=differentials)
     if color is None:
         color = use_color(f)
     if not color:
@@ -267,4 +271,4 @@ def render(snapshot: Snapshot, *, trends=None, differentials: Iterable = (),
         console.print(t)
 
 
-__all__ = ["render", "build_lines", "plain_text", "use_color", "safe", "gauge", "human_bytes"]
+__all__ = ["render", "write_lines", "build_lines", "plain_text", "use_color", "safe", "gauge", "human_bytes"]
