@@ -5,6 +5,8 @@ stays small); everything long-running goes to a worker that posts a message.
 
 from __future__ import annotations
 
+from textual.css.query import NoMatches
+
 from textual import work
 from textual.widgets import Input
 
@@ -134,7 +136,11 @@ class WatchActions:
 
     def _search_placeholder(self) -> None:
         case = "on" if self._search_case else "smart"
-        self.query_one("#search", Input).placeholder = (
+        try:
+            box = self.query_one("#search", Input)
+        except NoMatches:
+            return
+        box.placeholder = (
             f"search {'RE2 regex' if self._search_regex else 'plain text'} (ctrl+r), case {case} (ctrl+t)"
             " · Enter finds, Esc closes")
 
@@ -245,8 +251,11 @@ class WatchActions:
         self._refresh()
 
     def action_escape(self) -> None:
-        box = self.query_one("#search", Input)
-        log = self.query_one(LogView)
+        try:
+            box = self.query_one("#search", Input)
+            log = self.query_one(LogView)
+        except NoMatches:  # a terminal's reply read as ESC while the app tears down
+            return
         if box.display:
             box.display = False
             log.focus()

@@ -6,6 +6,8 @@ messages; the handlers here own every state change; widgets draw. No parsing, no
 
 from __future__ import annotations
 
+from textual.css.query import NoMatches
+
 import functools
 import time
 from dataclasses import dataclass, field
@@ -195,10 +197,13 @@ class DenpexApp(LevelActions, WatchActions, App):
             self.notify(f"no theme named {want!r}; using {self.theme}", severity="warning")
         for p in self.theme_problems:
             self.notify(p, title="theme", severity="warning")
-        for wid, title in (("#ranks", "Ranks"), ("#findings", "Findings"), ("#gauges-box", "Gauges"),
-                           ("#log-box", "Log"), ("#fix", "Fix")):
-            self.query_one(wid).border_title = title
-        self.query_one("#search").display = False
+        try:
+            for wid, title in (("#ranks", "Ranks"), ("#findings", "Findings"), ("#gauges-box", "Gauges"),
+                               ("#log-box", "Log"), ("#fix", "Fix")):
+                self.query_one(wid).border_title = title
+            self.query_one("#search").display = False
+        except NoMatches:  # a signal ended the app while it was still mounting
+            return
         self._layout()
         self.query_one(LogView).focus()
         if self.options.notice:
