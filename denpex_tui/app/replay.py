@@ -78,30 +78,45 @@ def _timeline(lines: list, findings: list) -> list:
     return [k[3] for k in keyed]
 
 
-async def collect(paths: list[str], catalog: Catalog, *, keep_lines: int = 5000, quiet_s: float = 1.5,
-                  timeout_s: float = 60.0) -> ReplayEngine:
-    """Run the live engine over finished logs until no event came for ``quiet_s``."""
-    engine = Engine(paths, catalog, processes=False, keep_lines=keep_lines)
+async def collect(paths: list[str], catalog: Catalog, *, keep_lines: int = 5000, quiet_s: float = 0.5,
+                  timeout_s: float = 120.0) -> ReplayEngine:
+    """Run the live engine over finished logs until every file's history is parsed and no
+    event came for ``quiet_s``; then close what is still open (:meth:`Engine.finish`), so the
+    events do not depend on how busy the machine was."""
+    engine = Engine(paths, catalog, processes=False, keep_lines=keep_lines, polite=False)
     lines, findings, incidents = [], [], None
     others: list[Any] = []
+
+    def take(ev: Any) -> None:
+        nonlocal incidents
+        if isinstance(ev, LinesEvent):
+            lines.extend(ev.lines)
+        elif isinstance(ev, FindingEvent):
+            findings.append(ev)
+        elif isinstance(ev, IncidentEvent):
+            incidents = ev
+        else:
+            others.append(ev)
+
     agen = engine.run().__aiter__()
     t_end = time.monotonic() + timeout_s
+    seen_source = False
     try:
-        while time.monotonic() < t_end:
+        while True:
+            if time.monotonic() >= t_end:
+                raise TimeoutError(f"the engine did not read {paths} within {timeout_s:.0f} s")
             try:
                 ev = await asyncio.wait_for(agen.__anext__(), timeout=quiet_s)
             except asyncio.TimeoutError:
-                break
+                if seen_source and await engine.call(engine.unread_bytes) == 0:
+                    break
+                continue
             except StopAsyncIteration:
                 break
-            if isinstance(ev, LinesEvent):
-                lines.extend(ev.lines)
-            elif isinstance(ev, FindingEvent):
-                findings.append(ev)
-            elif isinstance(ev, IncidentEvent):
-                incidents = ev
-            else:
-                others.append(ev)
+            seen_source = seen_source or bool(engine.processors)
+            take(ev)
+        for ev in await engine.call(engine.finish):
+            take(ev)
     finally:
         engine.stop()
         await agen.aclose()

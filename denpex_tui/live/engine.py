@@ -189,6 +189,7 @@ class Engine:
             p = self._processor(c)
             if p.info.kind == "error-json":
                 p.feed_error_json(c.data)
+                p.bytes_read = max(p.bytes_read, c.offset + len(c.data))
             else:
                 p.feed(c.data, c.offset)
             sid = c.source_id or c.path
@@ -255,6 +256,30 @@ class Engine:
                 p.close()
                 self._dirty.add(sid)
         return self._take_new()
+
+    def unread_bytes(self) -> int:
+        """Bytes of the followed files not parsed yet (run through ``call``): 0 once the
+        history of every file found so far is in the job state."""
+        read: dict[str, int] = {}
+        for p in self.processors.values():
+            read[p.info.path] = max(read.get(p.info.path, 0), p.bytes_read)
+        left = 0
+        for path in list(getattr(self.tailer, "followers", {})):
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                continue
+            left += max(0, size - read.get(path, 0))
+        return left
+
+    def finish(self) -> list[Any]:
+        """A finished job (no line will come): close every open traceback and report now, as
+        the end of a file does in ``scan``, and re-triage. Run through ``call``. What the live
+        engine would only conclude after its quiet timers, independent of how busy the machine is."""
+        for sid, p in self.processors.items():
+            p.close()
+            self._dirty.add(sid)
+        return [*self._take_new(), *self._retriage()]
 
     def _take_new(self) -> list[FindingEvent]:
         """New findings as events: one per (attempt, rank, signature), whichever copy of the
