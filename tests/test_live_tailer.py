@@ -487,3 +487,30 @@ def test_stop_cleans_up_even_if_the_consumer_is_cancelled():
     except FileNotFoundError:
         state = "gone"
     assert state in ("gone", "Z", "X")
+
+
+def test_many_local_files_open_at_once_not_behind_the_metadata_cap(tmp_path):
+    """The cap protects a network filesystem's metadata servers; opening files on a local one
+    is not throttled: 800 rank files were first read at ~100 files/s (8 s) behind it."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    n = 800
+    if soft < n + 200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 400), hard))
+        n = min(n, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 200)
+    root = tmp_path / "logs"
+    root.mkdir()
+    for r in range(n):
+        (root / f"rank{r}.log").write_bytes(b"[rank%d]: step 0\n" % r)
+    box = {}
+
+    async def scenario(t, items):
+        t0 = time.monotonic()
+        box["all"] = await until(lambda: len({i.path for i in items if isinstance(i, Chunk)}) == n, timeout=15)
+        box["s"] = time.monotonic() - t0
+        box["charged"] = t.metadata_calls()
+
+    run_tailer([str(root)], scenario, timeout=30)
+    assert box["all"], "not every file was read"
+    assert box["s"] < 4.0, box
