@@ -75,10 +75,11 @@ async def settle(app: DenpexApp, pilot, *, incident: bool = True, timeout: float
     while loop.time() < end:
         await pilot.pause(0.05)
         log = app.query_one(LogView)
-        sig = (app.state.version, log.row_count, app.query_one(FixPanel).finding)
+        worker = app.timeline_worker
+        sig = (app.state.version, log.row_count, app.query_one(FixPanel).finding, worker.handled)
         if sig != last:
             last, since = sig, loop.time()
-        ready = log.row_count > 0 and app.state.summary.sources > 0 and (
+        ready = worker.idle and log.row_count > 0 and app.state.summary.sources > 0 and (
             not log.follow or log.scroll_y >= log.max_scroll_y)
         if incident:
             ready = ready and app.state.incident is not None and app.query_one(FixPanel).finding is not None

@@ -181,3 +181,27 @@ def test_an_exec_source_is_in_the_timeline_with_its_rank(tmp_path):
             assert {ll.rank for ll in lines} == {3}
 
     run(main())
+
+
+def test_rank_files_of_a_log_dir_tree_show_their_global_rank_once_the_job_maps_them(tmp_path):
+    """torchrun's attempt_0/N/stdout.log is local rank N: its rows showed no rank at all ('·')
+    when they were drawn before the job's rank map came (the view kept the lines it had made)."""
+    from test_app_support import settle, write_healthy_job
+
+    root = write_healthy_job(tmp_path / "run", steps=8)
+
+    async def main():
+        app = make_app(root)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settle(app, pilot, incident=False, quiet=0.4)
+            log = app.query_one(LogView)
+            ranks = {}
+            for i in range(log.buf.count):
+                e = log.buf.entry(i)
+                ll = log.buf.line(e) if isinstance(e, int) else None
+                if ll is not None and "/attempt_0/" in ll.source:
+                    ranks.setdefault(ll.source.split("/attempt_0/")[1].split("/")[0], set()).add(ll.rank)
+            return ranks
+
+    ranks = run(main())
+    assert ranks and all(got == {int(local)} for local, got in ranks.items()), ranks

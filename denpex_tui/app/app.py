@@ -60,7 +60,7 @@ class WatchOptions:
     processes: bool = True  # the engine's process table (exits on the timeline)
     probes: bool = True
     discover: bool | None = None
-    keep_lines: int = 1000  # per source, in the engine (the view reads every line back from the files)
+    keep_lines: int = 1000  # live lines per chunk from the engine (history: the timeline reads the files back)
     notice: str = ""
     root: str | None = None
     clock: Callable[[], float] = time.time
@@ -109,7 +109,7 @@ class DenpexApp(LevelActions, WatchActions, App):
         self.options = options
         self.catalog = catalog
         self.engine = engine or Engine(options.paths, catalog, execs=options.execs, processes=options.processes,
-                                       keep_lines=options.keep_lines,
+                                       keep_lines=options.keep_lines, history_lines=False,
                                        tailer_options={"max_meta_per_s": options.max_stat_rate})
         self.state = WatchState()
         self.state.root = options.root
@@ -306,7 +306,11 @@ class DenpexApp(LevelActions, WatchActions, App):
             return
         if msg.error:
             self.notify(f"the log view's index stopped: {msg.error}", severity="error", timeout=30)
-        self.query_one(LogView).grow()
+        log = self.query_one(LogView)
+        log.grow()
+        if msg.retag:
+            log.buf.forget()  # its lines carry the rank they were made with
+            log.rebuild()
 
     def on_first_errors(self, msg: FirstErrors) -> None:
         if self._exit or not self.is_running:

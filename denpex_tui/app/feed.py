@@ -58,6 +58,12 @@ def summarize(engine: Engine, pairs: set[tuple], seen_markers: set[tuple]) -> Jo
     s.incidents = list(engine.incidents)
     s.failure_entries = job.failure_entries()
     s.attempts = len(by_attempt) if by_attempt else 1
+    for r in job.results.values():  # local ranks the history showed (no line objects for it)
+        nk = r.info.node_key
+        if r.info.local_rank is not None and r.info.file_rank is None:
+            pairs.add((nk, r.info.local_rank))
+        for keys in r.keys_seen.values():
+            pairs.update((nk, n) for kind, n in keys if kind == "l")
     for key in pairs:
         g = engine.rank_of(("local", key[0], key[1]))
         if g is not None:

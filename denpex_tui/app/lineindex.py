@@ -142,7 +142,7 @@ class FileIndex:
             self.end = pos
         return self.lines - before
 
-    def records(self, stop: int, *, final: bool = True) -> Iterator[Record]:
+    def records(self, stop: int, *, final: bool = True, read: int = READ) -> Iterator[Record]:
         """Scan from ``end`` to byte ``stop``, one record per timestamped line. Lines before
         the file's first timestamp go with it; a file without any timestamp is one record
         with no time (the caller places it). With ``final``, an unterminated last line at
@@ -154,7 +154,7 @@ class FileIndex:
         lead = 0  # untimestamped lines before the first timestamp of this scan
         lead_tags: list[int] = []
         while pos < stop:
-            data = self._read(min(READ, stop - pos), pos)
+            data = self._read(min(read, stop - pos), pos)
             if not data:
                 break
             i = 0

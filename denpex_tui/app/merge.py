@@ -12,10 +12,12 @@ from __future__ import annotations
 import heapq
 from typing import Callable
 
-from .lineindex import Record
+from .lineindex import READ, Record
 from .timeline import FAST_BYTES, Timeline
 
 __all__ = ["merge_history"]
+
+MERGE_READ_BYTES = 16 << 20  # read buffers of all the merged sources together (each holds its last read)
 
 
 def merge_history(tl: Timeline, progress: Callable[[], None] | None) -> None:
@@ -34,7 +36,8 @@ def merge_history(tl: Timeline, progress: Callable[[], None] | None) -> None:
                 progress()
         return
     heap: list = []
-    gens = {sid: m.index.records(stops[sid]) for sid, m in enumerate(tl.sources)}
+    read = max(4 << 10, min(READ, MERGE_READ_BYTES // max(1, len(tl.sources))))
+    gens = {sid: m.index.records(stops[sid], read=read) for sid, m in enumerate(tl.sources)}
     firsts = {sid: next(g, None) for sid, g in gens.items()}
     waiting: dict[int, list] = {}  # untimed sources placed after a timed sibling's last line
     for sid, rec in firsts.items():

@@ -77,11 +77,12 @@ class ExplainReady(Message):
 class TimelineChanged(Message):
     """The merged timeline has ``rows`` lines (latest value wins)."""
 
-    def __init__(self, rows: int, built: bool, error: str | None = None) -> None:
+    def __init__(self, rows: int, built: bool, error: str | None = None, retag: bool = False) -> None:
         super().__init__()
         self.rows = rows
         self.built = built
         self.error = error
+        self.retag = retag  # the ranks rows show changed: drawn rows are drawn again
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, TimelineChanged) and message.error is None

@@ -396,12 +396,13 @@ class Timeline:
 
         return view_for(self, rank, hide_copies)
 
-    def set_rank_map(self, rank_map: dict[tuple, int]) -> bool:
+    def set_rank_map(self, rank_map: dict[tuple, int]) -> str | None:
         """Global ranks of local ones (from the job): per-rank files of log-dir trees then
-        count as files of their global rank. True when that changes what is a copy."""
+        count as files of their global rank. ``"copies"`` when that changes what is a copy,
+        ``"tags"`` when only the ranks rows show change, None when nothing changes."""
         with self.lock:
             if rank_map == self.rank_map:
-                return False
+                return None
             self.rank_map = dict(rank_map)
             ranks = set(self.file_ranks)
             for m in self.sources:
@@ -410,6 +411,6 @@ class Timeline:
                     if g is not None:
                         ranks.add(g)
             if ranks == self.file_ranks:
-                return False
+                return "tags"
             self.file_ranks = ranks
-            return True
+            return "copies"

@@ -36,6 +36,17 @@ class TimelineWorker:
         self.search_gen = 0
         self._first: dict = {}
         self._first_done: dict = {}
+        self.requested = 0  # requests queued, and handled (both only grow): idle when equal
+        self.handled = 0
+
+    @property
+    def idle(self) -> bool:
+        """The history is merged and every request so far is handled (its messages posted)."""
+        return self.tl.built and self.handled == self.requested
+
+    def _put(self, item: Any) -> None:
+        self.requested += 1
+        self.q.put(item)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="denpex-timeline", daemon=True)
@@ -49,20 +60,20 @@ class TimelineWorker:
     def lines(self, lines: list) -> None:
         """The engine's new lines: files are read back from disk, other sources spooled."""
         if lines:
-            self.q.put(("lines", lines))
+            self._put(("lines", lines))
 
     def view(self, rank: int | None, hide_copies: bool) -> None:
-        self.q.put(("view", rank, hide_copies))
+        self._put(("view", rank, hide_copies))
 
     def rank_map(self, rank_map: dict) -> None:
-        self.q.put(("rank_map", dict(rank_map)))
+        self._put(("rank_map", dict(rank_map)))
 
     def levels(self, kind: str, query: SearchQuery) -> None:
-        self.q.put(("levels", kind, query))
+        self._put(("levels", kind, query))
 
     def search(self, query: SearchQuery) -> int:
         self.search_gen += 1
-        self.q.put(("search", query, self.search_gen))
+        self._put(("search", query, self.search_gen))
         return self.search_gen
 
     # -- the thread ------------------------------------------------------------------------
@@ -105,6 +116,7 @@ class TimelineWorker:
                     return
                 batch.append(nxt)
             self._handle(batch)
+            self.handled += len(batch)
 
     def _handle(self, batch: list) -> None:
         names: set[str] = set()
@@ -131,8 +143,11 @@ class TimelineWorker:
         for item in batch:
             if item[0] == "rank_map":
                 mapped = True
-                if self.tl.set_rank_map(item[1]):
+                change = self.tl.set_rank_map(item[1])
+                if change == "copies":
                     self.post(ViewReady(self.tl.view_for(None, True), None, True))
+                elif change == "tags":  # rows already drawn show the ranks they now have
+                    self.post(TimelineChanged(self.tl.rows, self.tl.built, retag=True))
         if mapped or (grew and self._first_missing()):
             if mapped:  # ranks of files may have changed: look again from the start
                 self._first, self._first_done = {}, {}

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
@@ -48,8 +47,8 @@ TRIAGE_INTERVAL_S = 0.25
 _MAX_EVENT_COLLATERAL = 20
 _KEEP_LINE_BYTES = 16 << 10
 STALL_CHECK_S = 1.0
-QUEUE_BYTES = 16 << 20  # chunk bytes waiting between the tailer and the parse thread
-BATCH_BYTES = 8 << 20  # chunk bytes parsed per batch
+QUEUE_BYTES = 4 << 20  # chunk bytes waiting between the tailer and the parse thread
+BATCH_BYTES = 2 << 20  # chunk bytes parsed per batch
 QUIET_CLOSE_S = 0.5  # a traceback with no new line for this long is complete
 
 
@@ -136,8 +135,13 @@ class Engine:
         processes: bool = True,
         polite: bool = True,
         keep_lines: int = 0,
+        history_lines: bool = True,
         tailer_options: dict[str, Any] | None = None,
     ):
+        """``keep_lines``: live lines are sent as ``LinesEvent`` (at most this many of one
+        chunk; 0: none); with ``history_lines`` also the last ``keep_lines`` of each history
+        chunk. A consumer that reads the files back itself (the TUI's timeline) passes
+        ``history_lines=False``: a 1 GB history then costs no line objects at all."""
         self.catalog = catalog
         self.matcher = Matcher(catalog)
         self.job = JobState()
@@ -150,7 +154,7 @@ class Engine:
         self.stalls: dict[Any, float] = {}
         self.stall = StallDetector()
         self.keep_lines = keep_lines
-        self.lines: dict[str, deque[LogLine]] = {}
+        self.history_lines = history_lines
         # One parse thread (the GIL allows no more); next to a running job it is reniced like
         # the tailer's I/O threads, so the history scan yields the cores to the training ranks.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="denpex-parse",
@@ -197,7 +201,7 @@ class Engine:
             self._last_feed[sid] = now
             if not c.history:
                 self._observe_lines(p, c, now, lines_out)
-            elif self.keep_lines:
+            elif self.keep_lines and self.history_lines:
                 self._observe_lines(p, c, now, lines_out, tail_only=True)
         out.extend(self._take_new())
         if lines_out:
@@ -233,9 +237,6 @@ class Engine:
                 pos = data.rfind(b"\n", 0, pos)
             start = pos + 1
         lineno = first_line + skip
-        buf = self.lines.get(p.info.path) if self.keep_lines else None
-        if self.keep_lines and buf is None:
-            buf = self.lines[p.info.path] = deque(maxlen=self.keep_lines)
         while start < len(data):
             nl = data.find(b"\n", start)
             # the view keeps a line's first 16 KiB (a 2 GB line costs 16 KiB, not 2 GB of ring)
@@ -244,7 +245,6 @@ class Engine:
             rank = pre.rank if pre.rank is not None else (pre.task if pre.task is not None else (info.file_rank if info.file_rank is not None else info.exec_rank))
             local = pre.local_rank if pre.local_rank is not None else info.local_rank
             ll = LogLine(info.path, lineno, st.text, st.spans, rank, local, info.node_key, now)
-            buf.append(ll)
             out.append(ll)
             lineno += 1
             start = nl + 1
@@ -425,7 +425,7 @@ class Engine:
             self._pool.shutdown(wait=False, cancel_futures=True)
 
     def stop(self) -> None:
-        """Stop following; what is still queued is dropped (a busy --exec can have 16 MiB of
+        """Stop following; what is still queued is dropped (a busy --exec can have 4 MiB of
         lines waiting: parsing them would delay the exit by seconds)."""
         self._stopping = True
         self.tailer.stop()

@@ -42,7 +42,7 @@ Polling (docs/live-engine.md has the full story and the measured figures)
   +10 (``os.setpriority(PRIO_PROCESS, native_thread_id, 10)``, per thread on Linux)
   and at most one history batch (one core) is in flight, so the start-up scan does
   not take CPU from training processes on the same node.
-* **Memory**: at most ``max_buffered`` bytes (32 MiB) of chunks wait for the consumer;
+* **Memory**: at most ``max_buffered`` bytes (8 MiB) of chunks wait for the consumer;
   when the consumer is slower, polling pauses (the data waits in the files).
 """
 
@@ -320,8 +320,8 @@ class Tailer:
         call_timeout: float = 5.0,
         polite: bool = True,
         inotify: bool = True,
-        max_buffered: int = 32 << 20,
-        batch_bytes: int = 16 << 20,
+        max_buffered: int = 8 << 20,
+        batch_bytes: int = 4 << 20,
         max_batch: int = 512,
         tick: float = 0.05,
         max_files: int = 10000,

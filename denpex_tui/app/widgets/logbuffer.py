@@ -60,6 +60,7 @@ class LogBuffer:
     def set_view(self, view: View, rank: int | None, hide_copies: bool) -> None:
         self.view, self.rank_filter, self.hide_copies = view, rank, hide_copies
         self.shown = view.count(self.tl.rows)
+        self._lines.clear()  # a new view comes with the job's rank map: lines carry their rank
 
     def _note(self) -> tuple[int, int] | None:
         """(view index of the line the open note is under, note length)."""
