@@ -205,3 +205,28 @@ def test_rank_files_of_a_log_dir_tree_show_their_global_rank_once_the_job_maps_t
 
     ranks = run(main())
     assert ranks and all(got == {int(local)} for local, got in ranks.items()), ranks
+
+
+def test_a_line_that_just_arrived_is_fresh_whatever_its_clock_says(tmp_path):
+    """A rank whose clock is two days behind: its live line is 0 s old in the ranks table, not
+    '2.0d' (the age came from the log's own timestamp)."""
+    from test_app_support import NOW
+
+    root = tmp_path / "job"
+    root.mkdir()
+    log = root / "rank3.log"
+    log.write_text("2026-11-27 18:40:00,001 INFO [rank3/8] train: step 1/60 | loss 2.0421\n")
+
+    async def main():
+        app = make_app(str(root))
+        async with app.run_test(size=(120, 36)) as pilot:
+            assert await until(pilot, lambda: 3 in app.state.ranks and app.state.ranks[3].last_seen is not None, 20)
+            before = app.state.ranks[3].last_seen
+            with open(log, "a") as fh:
+                fh.write("2026-11-27 18:40:05,002 INFO [rank3/8] train: step 2/60 | loss 2.0317\n")
+            fresh = await until(pilot, lambda: app.state.ranks[3].last_seen == NOW, 20)
+            return before, app.state.ranks[3].last_seen, fresh
+
+    before, after, fresh = run(main())
+    assert NOW - before > 86400  # the history line: its log's time
+    assert fresh, (before, after)

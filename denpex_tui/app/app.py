@@ -256,9 +256,16 @@ class DenpexApp(LevelActions, WatchActions, App):
         findings: list[Finding] = []
         incidents = None
         lines = []
+        spoke: dict[int, float] = {}
         for ev in msg.events:
             if isinstance(ev, LinesEvent):
                 lines.extend(ev.lines)
+                if not ev.history:  # a line's age counts from its arrival, not from its log's clock
+                    now = self.options.clock()
+                    for ln in ev.lines:
+                        r = ln.rank if ln.rank is not None else self._rank(("local", ln.node_key, ln.local))
+                        if r is not None:
+                            spoke[r] = now
             elif isinstance(ev, FindingEvent):
                 findings.append(ev.finding)
             elif isinstance(ev, IncidentEvent):
@@ -272,6 +279,8 @@ class DenpexApp(LevelActions, WatchActions, App):
             elif isinstance(ev, SourceEvent) and ev.state in ("error", "possibly-lost", "deleted"):
                 self.notify(f"{ev.path}: {ev.state} {ev.detail}".strip(), title="source", severity="warning")
         st.add_findings(findings)
+        if spoke:
+            st.saw_lines(spoke)
         if incidents is not None:
             st.set_incidents(incidents)
         if msg.summary is not None:  # newer than the events of the batch: applied last

@@ -241,10 +241,12 @@ class WatchState:
         self.version += 1
 
     def saw_lines(self, ranks_seen: dict[int, float]) -> None:
+        """Ranks that just spoke (live lines): their age counts from now, whatever their clock."""
         for r, t in ranks_seen.items():
             row = self.rank(r)
             if row.last_seen is None or t > row.last_seen:
                 row.last_seen = t
+        self.version += 1
 
     def set_first_lines(self, first: dict) -> None:
         for r, fe in first.items():

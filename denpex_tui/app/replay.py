@@ -122,7 +122,7 @@ async def collect(paths: list[str], catalog: Catalog, *, keep_lines: int = 5000,
         await agen.aclose()
     lines = _timeline(lines, engine.job.findings())
     findings.sort(key=lambda e: (e.finding.path, e.finding.line, e.finding.signature))
-    events: list[Any] = [LinesEvent(lines), *findings]
+    events: list[Any] = [LinesEvent(lines, history=True), *findings]
     if incidents is not None:
         events.append(IncidentEvent(engine.incidents[-1] if engine.incidents else incidents.incident,
                                     list(engine.incidents) or incidents.incidents))

@@ -96,6 +96,7 @@ class LogLine:
 @dataclass(slots=True)
 class LinesEvent:
     lines: list[LogLine]
+    history: bool = False  # lines that were in the files before following began
 
 
 def _polite_thread() -> None:
@@ -189,6 +190,7 @@ class Engine:
         """Runs in the parse thread. Returns the events to emit."""
         out: list[Any] = []
         lines_out: list[LogLine] = []
+        hist_out: list[LogLine] = []
         for c in chunks:
             p = self._processor(c)
             if p.info.kind == "error-json":
@@ -202,8 +204,10 @@ class Engine:
             if not c.history:
                 self._observe_lines(p, c, now, lines_out)
             elif self.keep_lines and self.history_lines:
-                self._observe_lines(p, c, now, lines_out, tail_only=True)
+                self._observe_lines(p, c, now, hist_out, tail_only=True)
         out.extend(self._take_new())
+        if hist_out:
+            out.append(LinesEvent(hist_out, history=True))
         if lines_out:
             out.append(LinesEvent(lines_out))
         return out
