@@ -207,3 +207,34 @@ def test_process_table_with_real_probe_sees_a_worker_exit():
     mine = [e for e in seen if e.pid == child.pid]
     assert [e.state for e in mine] == ["started", "exited"]
     assert mine[0].rank == 3 and isinstance(mine[0], ProcessEvent)
+
+
+def test_the_engines_process_table_keeps_only_the_jobs_processes(tmp_path):
+    """Two training processes on the node: one runs in the job's folder, the other is another
+    job's worker elsewhere. Only the first is the job's (it was shown as the job's rank too)."""
+    from denpex_tui.live.engine import job_processes
+
+    job, other = tmp_path / "job", tmp_path / "elsewhere"
+    job.mkdir()
+    other.mkdir()
+    code = "import time; time.sleep(30)"
+    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="2")
+    ours = subprocess.Popen([sys.executable, "-c", code, "--local_rank=0"], env=env, cwd=job)
+    theirs = subprocess.Popen([sys.executable, "-c", code, "--local_rank=1"], env=dict(env, RANK="1", LOCAL_RANK="1"),
+                              cwd=other)
+    try:
+        import time
+
+        found: set[int] = set()
+        deadline = time.monotonic() + 10
+        while ours.pid not in found and time.monotonic() < deadline:  # its /proc entry is ready
+            found = {p.pid for p in job_processes([str(job)])()}
+        from denpex_tui.probes.processes import find_training_processes
+
+        every = {p.pid for p in find_training_processes()}  # what the table followed before
+    finally:
+        for c in (ours, theirs):
+            c.kill()
+            c.wait()
+    assert ours.pid in found and theirs.pid in every
+    assert theirs.pid not in found

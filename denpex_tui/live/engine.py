@@ -125,6 +125,21 @@ def _incident_key(i: Incident) -> tuple:
     )
 
 
+def job_processes(paths: list[str]):
+    """The process table's finder: training processes tied to the job's folders and files
+    (cwd, an open log file, ``--log-dir``, the command line; a tied launcher's workers), as the
+    probes match them; another job's workers on the node are not this job's ranks."""
+
+    def find() -> list:
+        from denpex_tui.probes.jobtie import tie_to_job
+        from denpex_tui.probes.processes import find_training_processes
+
+        ours, _others = tie_to_job(find_training_processes(), paths)
+        return [t.process for t in ours]
+
+    return find
+
+
 class Engine:
     def __init__(
         self,
@@ -168,7 +183,7 @@ class Engine:
         from .tailer import Tailer
 
         opts = dict(tailer_options or {})
-        self.proctable = ProcessTable() if processes else None
+        self.proctable = ProcessTable(job_processes(paths)) if processes else None
         self.tailer = Tailer(paths, execs or [], from_end=from_end, polite=polite, proctable=self.proctable, **opts)
 
     # -- processing (worker thread) -------------------------------------------------------
