@@ -258,7 +258,7 @@ class Engine:
         lineno = first_line + skip
         while start < len(data):
             nl = data.find(b"\n", start)
-            # the view keeps a line's first 16 KiB (a 2 GB line costs 16 KiB, not 2 GB of ring)
+            # the view keeps a line's first 16 KiB (a 2 GB line costs 16 KiB)
             st = safe_line(data[start:min(nl, start + _KEEP_LINE_BYTES)])
             pre = parse_line(st.text)
             rank = pre.rank if pre.rank is not None else (pre.task if pre.task is not None else (info.file_rank if info.file_rank is not None else info.exec_rank))
@@ -281,7 +281,8 @@ class Engine:
         history of every file found so far is in the job state."""
         read: dict[str, int] = {}
         for p in self.processors.values():
-            read[p.info.path] = max(read.get(p.info.path, 0), p.bytes_read)
+            path = os.path.abspath(p.info.path)  # the tailer's followers are keyed by absolute path
+            read[path] = max(read.get(path, 0), p.bytes_read)
         left = 0
         for path in list(getattr(self.tailer, "followers", {})):
             try:
