@@ -225,13 +225,14 @@ def test_the_engines_process_table_keeps_only_the_jobs_processes(tmp_path):
     try:
         import time
 
-        found: set[int] = set()
-        deadline = time.monotonic() + 10
-        while ours.pid not in found and time.monotonic() < deadline:  # its /proc entry is ready
-            found = {p.pid for p in job_processes([str(job)])()}
         from denpex_tui.probes.processes import find_training_processes
 
-        every = {p.pid for p in find_training_processes()}  # what the table followed before
+        every: set[int] = set()
+        deadline = time.monotonic() + 20
+        while not {ours.pid, theirs.pid} <= every and time.monotonic() < deadline:  # both started
+            every = {p.pid for p in find_training_processes()}  # what the table followed before
+            time.sleep(0.05)
+        found = {p.pid for p in job_processes([str(job)])()}
     finally:
         for c in (ours, theirs):
             c.kill()
