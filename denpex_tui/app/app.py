@@ -317,8 +317,7 @@ class DenpexApp(LevelActions, WatchActions, App):
             self.notify(f"the log view's index stopped: {msg.error}", severity="error", timeout=30)
         log = self.query_one(LogView)
         log.grow()
-        if msg.retag:
-            log.buf.forget()  # its lines carry the rank they were made with
+        if msg.retag:  # the rows drawn show ranks the job has mapped since
             log.rebuild()
 
     def on_first_errors(self, msg: FirstErrors) -> None:

@@ -100,7 +100,6 @@ async def collect(paths: list[str], catalog: Catalog, *, keep_lines: int = 5000,
 
     agen = engine.run().__aiter__()
     t_end = time.monotonic() + timeout_s
-    seen_source = False
     try:
         while True:
             if time.monotonic() >= t_end:
@@ -108,12 +107,11 @@ async def collect(paths: list[str], catalog: Catalog, *, keep_lines: int = 5000,
             try:
                 ev = await asyncio.wait_for(agen.__anext__(), timeout=quiet_s)
             except asyncio.TimeoutError:
-                if seen_source and await engine.call(engine.unread_bytes) == 0:
+                if engine.processors and await engine.call(engine.unread_bytes) == 0:
                     break
                 continue
             except StopAsyncIteration:
                 break
-            seen_source = seen_source or bool(engine.processors)
             take(ev)
         for ev in await engine.call(engine.finish):
             take(ev)

@@ -47,6 +47,7 @@ class LogBuffer:
         self.rank_filter: int | None = None
         self.hide_copies = True
         self._lines: OrderedDict[int, ViewLine] = OrderedDict()
+        self._made_with: dict | None = None  # the rank map the cached lines were made with
 
     # -- rows ------------------------------------------------------------------------------
 
@@ -60,7 +61,6 @@ class LogBuffer:
     def set_view(self, view: View, rank: int | None, hide_copies: bool) -> None:
         self.view, self.rank_filter, self.hide_copies = view, rank, hide_copies
         self.shown = view.count(self.tl.rows)
-        self._lines.clear()  # a new view comes with the job's rank map: lines carry their rank
 
     def _note(self) -> tuple[int, int] | None:
         """(view index of the line the open note is under, note length)."""
@@ -111,6 +111,9 @@ class LogBuffer:
     def line(self, seq: int) -> ViewLine | None:
         if not 0 <= seq < self.tl.rows:
             return None
+        if self.tl.rank_map is not self._made_with:  # set_rank_map replaces the dict
+            self._lines.clear()  # a line carries the rank it was made with
+            self._made_with = self.tl.rank_map
         ll = self._lines.get(seq)
         if ll is not None:
             return ll
