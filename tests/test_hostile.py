@@ -349,31 +349,10 @@ def test_never_writes_to_the_logs_and_never_opens_a_network_socket(tmp_path):
 
 @pytest.fixture
 def faulty_mount(tmp_path):
-    try:
-        import mfusepy  # noqa: F401
-    except (ImportError, OSError) as exc:
-        pytest.skip(f"FUSE tests need mfusepy and libfuse3 (apt-get install fuse3): {exc}")
-    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
-        pytest.skip("no /dev/fuse or fusermount3 on this machine")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("fusefs.py")), str(mnt)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    for _ in range(100):
-        if os.path.ismount(mnt):
-            break
-        if proc.poll() is not None:
-            pytest.skip(f"cannot mount FUSE here: {proc.stderr.read().decode()[-200:]}")
-        time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.skip("FUSE mount did not come up")
-    try:
+    from fusemount import fuse_mount
+
+    with fuse_mount("fusefs.py", tmp_path) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 def test_eio_and_hung_files_cost_only_their_own_source(faulty_mount, tmp_path):

@@ -151,37 +151,10 @@ def test_follow_one_huge_line_stays_bounded_in_memory(tmp_path):
 
 @pytest.fixture
 def stalling_mount(tmp_path):
-    import shutil
-    import subprocess
-    import sys
-    from pathlib import Path
+    from fusemount import fuse_mount
 
-    try:
-        import mfusepy  # noqa: F401
-    except (ImportError, OSError) as exc:
-        pytest.skip(f"FUSE tests need mfusepy and libfuse3 (apt-get install fuse3): {exc}")
-    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
-        pytest.skip("no /dev/fuse or fusermount3 on this machine")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("fuse_stall.py")), str(mnt)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 10
-    while not os.path.ismount(mnt):
-        if proc.poll() is not None:
-            pytest.skip(f"cannot mount FUSE here: {proc.stderr.read().decode()[-200:]}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.skip("FUSE mount did not come up")
-        time.sleep(0.05)
-    STALL_DAEMONS.append(proc)
-    try:
+    with fuse_mount("fuse_stall.py", tmp_path, STALL_DAEMONS) as mnt:
         yield mnt
-    finally:
-        STALL_DAEMONS.remove(proc)
-        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 STALL_DAEMONS: list = []  # the FUSE daemons of stalling_mount (a test may end one early)
