@@ -61,10 +61,12 @@ class Verdict:
     confidence: str = "medium"
     dump: str | None = None  # a dump that shows it (the odd rank's, else a peer's)
     where: str = ""
+    origin: str = "Flight Recorder dumps"  # or "NCCL RAS"
+    line: int = 0  # the line of a RAS report that names the rank
 
     @property
     def signature(self) -> str:
-        return SIGNATURES[self.kind]
+        return "nccl.ras-missing-rank" if self.origin == "NCCL RAS" else SIGNATURES[self.kind]
 
 
 @dataclass
@@ -311,3 +313,22 @@ def analyse(dumps: list[FRDump], world: int | None = None) -> FRReport | None:
     groups = _groups(main_pg, by_pg.get(main_pg, {}), expected, chosen, vs[0] if vs else None)
     return FRReport(chosen, expected, sorted(set(expected) - set(chosen)), main_pg, descs.get(main_pg, ""),
                     groups, vs[0] if vs else None, vs[1:], notes)
+
+
+def report_json(rep: FRReport) -> dict:
+    """The collective table and verdict as plain data (``scan --json``'s ``collectives``)."""
+    def vj(v: Verdict) -> dict:
+        return {"kind": v.kind, "signature": v.signature, "ranks": v.ranks, "pg": v.pg, "pg_desc": v.pg_desc,
+                "seq": v.seq, "text": v.text, "evidence": list(v.evidence), "confidence": v.confidence,
+                "dump": v.dump, "where": v.where}
+
+    return {
+        "pg": rep.pg, "pg_desc": rep.pg_desc, "expected_ranks": rep.expected, "no_dump": rep.no_dump,
+        "dumps": [{"rank": r, "path": d.path, "format": d.fmt, "version": d.version, "entries": len(d.entries)}
+                  for r, d in sorted(rep.dumps.items())],
+        "groups": [{"ranks": g.ranks, "last_seq": g.last_seq, "op": g.op, "state": g.state, "odd": g.odd,
+                    "note": g.note, "where": g.where} for g in rep.groups],
+        "verdict": vj(rep.verdict) if rep.verdict else None,
+        "others": [vj(v) for v in rep.others],
+        "notes": list(rep.notes),
+    }

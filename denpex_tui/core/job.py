@@ -18,8 +18,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .frdump import FRDump
+from .frtrace import FRReport, analyse
 from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo
 from .pipeline import SourceProcessor
+from .ras import RasReport
 
 __all__ = ["JobState", "SourceSummary"]
 
@@ -94,10 +97,36 @@ class JobState:
         self.results: dict[str, ProcessorResult] = {}
         self.warnings: list[str] = []
         self._resolved = False
+        # evidence that is not lines: Flight Recorder dumps and NCCL RAS reports, by path
+        self.dumps: dict[str, FRDump] = {}
+        self.ras: dict[str, RasReport] = {}
+        self._fr: tuple | None = None
 
     def add(self, r: ProcessorResult) -> None:
         self.results[r.info.path] = r
         self._resolved = False
+
+    def add_dump(self, d: FRDump) -> None:
+        self.dumps[d.path] = d
+        self._fr = None
+
+    def add_ras(self, r: RasReport) -> None:
+        self.ras[r.path] = r
+
+    def ras_reports(self) -> list[RasReport]:
+        return [r for r in self.ras.values() if not r.empty]
+
+    def flight_recorder(self) -> FRReport | None:
+        """What the job's dumps say together (ranks the logs show count as members too)."""
+        if not self.dumps:
+            return None
+        by_attempt = self.ranks_by_attempt()
+        ranks = by_attempt.get(max(by_attempt), set()) if by_attempt else set()
+        world = max(ranks) + 1 if ranks and max(ranks) < 1 << 20 else None
+        key = (len(self.dumps), tuple(sorted((p, d.newest, d.mtime) for p, d in self.dumps.items())), world)
+        if self._fr is None or self._fr[0] != key:
+            self._fr = (key, analyse(list(self.dumps.values()), world))
+        return self._fr[1]
 
     # -- rank mapping ---------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ class SourceInfo:
     """One input stream (a file, a rotated file, error.json, an --exec command)."""
 
     path: str
-    kind: str  # "rank-file" | "console" | "error-json" | "exec"
+    kind: str  # "rank-file" | "console" | "error-json" | "exec" | "fr-dump" | "ras" (evidence, not lines)
     node_key: str | None = None  # sources of one node share it (a folder)
     attempt: int | None = None  # torchrun attempt_N folder
     local_rank: int | None = None  # torchrun attempt_N/<local>/ folder
@@ -194,6 +194,10 @@ class Incident:
     # Runner-up candidates and the rule that ranked each lower ("a nearby failure remains a
     # competing hypothesis until a control separates them").
     hypotheses: list[dict[str, Any]] = field(default_factory=list)
+    # What the logs alone said, when other evidence (Flight Recorder dumps, NCCL RAS) changed it
+    logs_alone: str | None = None
+    # The collective table from the dumps (core/frtrace.FRReport.to_json), when there are dumps
+    collectives: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         def fj(f: Finding) -> dict[str, Any]:
@@ -225,4 +229,6 @@ class Incident:
             "evidence": list(self.evidence),
             "summary": self.summary,
             "hypotheses": [hj(h) for h in self.hypotheses],
+            **({"logs_alone": self.logs_alone} if self.logs_alone else {}),
+            **({"collectives": self.collectives} if self.collectives else {}),
         }

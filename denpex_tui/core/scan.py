@@ -19,7 +19,7 @@ from .sources import SourceError, discover, read_chunks
 from .text import safe_str
 from .triage import triage
 
-__all__ = ["ScanResult", "scan_paths", "process_source", "read_tail", "SCHEMA"]
+__all__ = ["ScanResult", "scan_paths", "process_source", "read_tail", "read_evidence", "EVIDENCE_KINDS", "SCHEMA"]
 
 SCHEMA = 1
 _PARALLEL_MIN_BYTES = 48 << 20
@@ -43,7 +43,8 @@ class ScanResult:
     def readable_sources(self) -> int:
         # a source that stopped answering after some of it was read still counts: what was
         # found in it is kept (see process_source)
-        return sum(1 for r in self.job.results.values() if not r.errors or r.bytes)
+        return (sum(1 for r in self.job.results.values() if not r.errors or r.bytes)
+                + len(getattr(self.job, "dumps", {})) + len(getattr(self.job, "ras", {})))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -231,6 +232,39 @@ def _process(info: SourceInfo, matcher: Matcher, box: dict) -> ProcessorResult:
     return ProcessorResult.of(p)
 
 
+EVIDENCE_KINDS = ("fr-dump", "ras")
+
+
+def read_evidence(path: str, kind: str, job: JobState, warnings: list[str]) -> bool:
+    """Read a Flight Recorder dump or a RAS report whole (bounded) into ``job``; a file that
+    cannot be read or parsed is one warning. True when it was added."""
+    from .frdump import MAX_DUMP_BYTES, DumpError, parse_dump
+    from .ras import parse_ras
+
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            data = fh.read(MAX_DUMP_BYTES + 1)
+    except OSError as exc:
+        warnings.append(f"{safe_str(path)}: cannot be read ({exc.strerror or exc})")
+        return False
+    if kind == "ras":
+        job.add_ras(parse_ras(data.decode("utf-8", "replace"), path))
+        return True
+    try:
+        d = parse_dump(data, path)
+    except DumpError as exc:
+        warnings.append(str(exc))
+        return False
+    d.mtime = st.st_mtime
+    if d.rank is None:
+        warnings.append(f"{safe_str(path)}: a Flight Recorder dump whose name gives no rank "
+                        "(torch names them <prefix><rank>): not used")
+        return False
+    job.add_dump(d)
+    return True
+
+
 def read_tail(path: str, end: int | None, max_bytes: int) -> bytes | None:
     """Up to ``max_bytes`` before ``end`` (or the end of the file)."""
     try:
@@ -279,6 +313,10 @@ def scan_paths(
     disc, warnings = _discover(paths, io_timeout)
     warnings += [f"signatures: {p}" for p in catalog.problems]
     job = JobState()
+    evidence = [s for s in disc.sources if s.kind in EVIDENCE_KINDS]
+    disc.sources = [s for s in disc.sources if s.kind not in EVIDENCE_KINDS]
+    for s in evidence:
+        read_evidence(s.path, s.kind, job, warnings)
     total = 0
     for s in disc.sources:
         total += s.size
@@ -313,7 +351,7 @@ def scan_paths(
             return a >= b
 
         findings = [f for f in findings if after(f)]
-    if not disc.sources:
+    if not disc.sources and not evidence:
         warnings.append("no log files found in " + ", ".join(paths))
     return ScanResult(
         job=job,

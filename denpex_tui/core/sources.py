@@ -1,5 +1,9 @@
 """Finding log files, telling what each one is, and reading them in whole-line chunks.
 
+Flight Recorder dumps and NCCL RAS reports found beside the logs (or named on the command line)
+are told apart by their first bytes: their kind is ``fr-dump`` or ``ras``, and they are read
+whole as evidence (:mod:`denpex_tui.core.frdump`, :mod:`denpex_tui.core.ras`), never as lines.
+
 A *job* is everything given on one command line. Directories are searched for files that
 look like logs; torchrun's ``--log-dir`` tree (``<run>/attempt_N/<local_rank>/stdout.log``)
 tells the attempt and the local rank; a folder that holds a console log and a ``logs/`` tree
@@ -19,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from .frdump import looks_like_dump_name, sniff_dump
 from .model import SourceInfo
+from .ras import sniff_ras
 from .units import log_int
 
 __all__ = [
@@ -30,6 +36,8 @@ __all__ = [
     "classify",
     "read_chunks",
     "looks_like_log",
+    "looks_like_evidence",
+    "evidence_kind",
 ]
 
 CHUNK = 8 << 20
@@ -40,6 +48,8 @@ _LOG_SUFFIX = re.compile(r"\.(?:log|out|err|txt)(?:\.\d+)?(?:\.gz)?$", re.IGNORE
 _ROTATED = re.compile(r"\.(\d+)(?:\.gz)?$|\.gz$")
 _ATTEMPT = re.compile(r"^attempt_(\d+)$")
 _RANK_NAME = re.compile(r"(?:^|[_.-])rank[_-]?(\d+)(?:[_.-]|$)", re.IGNORECASE)
+_RAS_NAME = re.compile(r"(?i)(?:^|[_.-])(?:nccl)?ras(?:[_.-]|$)")
+_SNIFF_BYTES = 4096
 _SLURM_TASK = re.compile(r"^(?:[\w.-]*?[_-])?\d+[_-](\d+)\.(?:out|err|log)$")
 
 
@@ -57,6 +67,31 @@ def looks_like_log(name: str) -> bool:
     if name == "error.json":
         return True
     return bool(_LOG_SUFFIX.search(name))
+
+
+def looks_like_evidence(name: str) -> bool:
+    """A name a Flight Recorder dump or a RAS report may have in a log folder (the content
+    decides: :func:`evidence_kind`). A dump is not a log and is never read as lines."""
+    return (looks_like_dump_name(name) and not looks_like_log(name)) or bool(_RAS_NAME.search(name))
+
+
+def evidence_kind(path: str) -> str | None:
+    """``"fr-dump"`` (a Flight Recorder dump, JSON or pickle), ``"ras"`` (an NCCL RAS report), or
+    None (a log, or unreadable: the log reader says why) from the file's first bytes."""
+    try:
+        fh, _ = _open(path)
+    except (SourceError, OSError):
+        return None
+    with fh:
+        try:
+            head = fh.read(_SNIFF_BYTES)
+        except OSError:
+            return None
+    if sniff_dump(head):
+        return "fr-dump"
+    if sniff_ras(head):
+        return "ras"
+    return None
 
 
 def _rotation_key(path: str) -> tuple:
@@ -114,6 +149,7 @@ def discover(paths: list[str], *, max_files: int = MAX_FILES, progress: dict | N
     warnings: list[str] = progress.setdefault("warnings", [])
     found: list[str] = progress.setdefault("found", [])  # visible to the watchdog as it grows
     seen: set[str] = set()
+    explicit: set[str] = set()  # files named on the command line: their content says what they are
 
     def add(path: str) -> None:
         rp = os.path.realpath(path)
@@ -148,6 +184,7 @@ def discover(paths: list[str], *, max_files: int = MAX_FILES, progress: dict | N
                     sizes[f] = size
             elif stat.S_ISREG(st.st_mode):
                 add(path)
+                explicit.add(path)
                 sizes[path] = st.st_size
             else:
                 warnings.append(f"{path}: not a regular file or directory (FIFO, device or socket): skipped")
@@ -158,6 +195,11 @@ def discover(paths: list[str], *, max_files: int = MAX_FILES, progress: dict | N
     sources = [classify(p, i) for i, p in enumerate(found)]
     for src in sources:
         src.size = sizes.get(src.path, 0)
+        name = os.path.basename(src.path)
+        if src.path in explicit or looks_like_evidence(name) or name.endswith(".json") and name != "error.json":
+            kind = evidence_kind(src.path)
+            if kind:
+                src.kind, src.history_only = kind, True
     return Discovery(sources, warnings)
 
 
@@ -191,7 +233,7 @@ def _walk(root: str, warnings: list[str], budget: int, progress: dict) -> Iterat
             try:
                 if e.is_dir(follow_symlinks=False):
                     subdirs.append(e.path)
-                elif looks_like_log(e.name) and e.is_symlink():
+                elif (looks_like_log(e.name) or looks_like_evidence(e.name)) and e.is_symlink():
                     why = special_target(e.path)
                     if why or not e.is_file(follow_symlinks=True):
                         if why or os.path.exists(e.path):
@@ -204,7 +246,7 @@ def _walk(root: str, warnings: list[str], budget: int, progress: dict) -> Iterat
                     if n > budget:
                         return
                     yield e.path, e.stat(follow_symlinks=True).st_size
-                elif looks_like_log(e.name) and e.is_file(follow_symlinks=True):
+                elif (looks_like_log(e.name) or looks_like_evidence(e.name)) and e.is_file(follow_symlinks=True):
                     n += 1
                     if n > budget:
                         return

@@ -114,6 +114,29 @@ def _print_measured(con: Console, f: Finding, result: ScanResult) -> None:
         con.print(Text("    note: " + safe_str(cv), style="dim"))
 
 
+def print_collectives(con: Console, table: dict, max_rows: int = 12) -> None:
+    """The collective table from the Flight Recorder dumps: ranks by last sequence id and state,
+    the odd ranks first (``table`` is ``Incident.collectives``)."""
+    pg = table.get("pg") or "?"
+    desc = f" ({table['pg_desc']})" if table.get("pg_desc") else ""
+    con.print(Text(f"  collectives (Flight Recorder, process group {safe_str(pg)}{safe_str(desc)}; "
+                   f"{len(table.get('dumps', []))} dumps):", style="bold"))
+    groups = table.get("groups", [])
+    for g in groups[:max_rows]:
+        n = len(g["ranks"])
+        who = f"{'rank' if n == 1 else f'{n:,} ranks'} {rank_ranges(g['ranks'])}"
+        seq = f"seq {g['last_seq']}" if g["last_seq"] is not None else "-"
+        t = Text("    " + ("! " if g["odd"] else "  "), style="bold red" if g["odd"] else "")
+        t.append(f"{who:<22} {seq:<9} {g['state']:<9} {g['op'] or ''}", style="bold" if g["odd"] else "")
+        if g.get("where"):
+            t.append(f"  at {g['where']}", style="dim")
+        if g.get("note"):
+            t.append(f"  <- {g['note']}", style="red")
+        con.print(t)
+    if len(groups) > max_rows:
+        con.print(Text(f"      ... {len(groups) - max_rows} more rows (--json has them all)", style="dim"))
+
+
 def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Catalog, measure: bool = True) -> None:
     head = Text(f"Attempt {inc.attempt}: ", style="bold")
     head.append(inc.summary, style="bold")
@@ -139,6 +162,8 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
         t.append(f"rank {w.get('rank')} {w.get('time') or ''} {_rel(w['path'])}:{w.get('line') or '?'}")
         con.print(t)
         con.print(Text("      " + w["text"]))
+    if inc.collectives:
+        print_collectives(con, inc.collectives)
     if inc.evidence:
         con.print(Text("  evidence:", style="bold"))
         for e in inc.evidence:
@@ -198,6 +223,11 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measu
         + (f", {len(nodes)} nodes" if len(nodes) > 1 else "")
         + f", {lines:,} lines in {result.elapsed_s:.2f} s"
     )
+    dumps, ras = len(getattr(result.job, "dumps", {})), len(getattr(result.job, "ras", {}))
+    if dumps or ras:
+        head.append(", with " + " and ".join(
+            x for x in (f"{dumps} Flight Recorder dump{'s' if dumps != 1 else ''}" if dumps else "",
+                        f"{ras} NCCL RAS report{'s' if ras != 1 else ''}" if ras else "") if x))
     con.print(head)
     versions = result.job.versions()
     if versions:
