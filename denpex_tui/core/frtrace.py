@@ -332,3 +332,23 @@ def report_json(rep: FRReport) -> dict:
         "others": [vj(v) for v in rep.others],
         "notes": list(rep.notes),
     }
+
+
+def collective_rows(table: dict, max_rows: int = 12) -> list[tuple[bool, str]]:
+    """The collective table (``report_json``) as text rows, the odd ranks first: ``(odd, text)``;
+    what ``scan`` prints and ``watch`` shows."""
+    out = []
+    groups = table.get("groups", [])
+    for g in groups[:max_rows]:
+        n = len(g["ranks"])
+        who = f"{'rank' if n == 1 else f'{n:,} ranks'} {rank_ranges(g['ranks'])}"
+        seq = f"seq {g['last_seq']}" if g["last_seq"] is not None else "-"
+        text = f"{'!' if g['odd'] else ' '} {who:<20} {seq:<9} {g['state']:<9} {g['op'] or ''}"
+        if g.get("where"):
+            text += f"  at {g['where']}"
+        if g.get("note"):
+            text += f"  <- {g['note']}"
+        out.append((bool(g["odd"]), text))
+    if len(groups) > max_rows:
+        out.append((False, f"  ... {len(groups) - max_rows} more rows"))
+    return out

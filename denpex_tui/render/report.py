@@ -15,6 +15,7 @@ from rich.text import Text
 
 from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.fixes import fix_panel
+from denpex_tui.core.frtrace import collective_rows
 from denpex_tui.core.model import Finding, Incident, iso
 from denpex_tui.core.scan import ScanResult
 from denpex_tui.core.story import job_story
@@ -121,20 +122,8 @@ def print_collectives(con: Console, table: dict, max_rows: int = 12) -> None:
     desc = f" ({table['pg_desc']})" if table.get("pg_desc") else ""
     con.print(Text(f"  collectives (Flight Recorder, process group {safe_str(pg)}{safe_str(desc)}; "
                    f"{len(table.get('dumps', []))} dumps):", style="bold"))
-    groups = table.get("groups", [])
-    for g in groups[:max_rows]:
-        n = len(g["ranks"])
-        who = f"{'rank' if n == 1 else f'{n:,} ranks'} {rank_ranges(g['ranks'])}"
-        seq = f"seq {g['last_seq']}" if g["last_seq"] is not None else "-"
-        t = Text("    " + ("! " if g["odd"] else "  "), style="bold red" if g["odd"] else "")
-        t.append(f"{who:<22} {seq:<9} {g['state']:<9} {g['op'] or ''}", style="bold" if g["odd"] else "")
-        if g.get("where"):
-            t.append(f"  at {g['where']}", style="dim")
-        if g.get("note"):
-            t.append(f"  <- {g['note']}", style="red")
-        con.print(t)
-    if len(groups) > max_rows:
-        con.print(Text(f"      ... {len(groups) - max_rows} more rows (--json has them all)", style="dim"))
+    for odd, row in collective_rows(table, max_rows):
+        con.print(Text("    " + safe_str(row), style="bold red" if odd else ""))
 
 
 def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Catalog, measure: bool = True) -> None:
