@@ -51,6 +51,7 @@ class SourceInfo:
     order: int = 0  # position on the command line, for stable ordering
     history_only: bool = False  # rotated/compressed copies
     size: int = 0  # bytes at discovery
+    also_ras: bool = False  # a log that holds an NCCL RAS report: read as lines and as a report
 
     @property
     def priority(self) -> int:

@@ -315,8 +315,8 @@ def scan_paths(
     job = JobState()
     evidence = [s for s in disc.sources if s.kind in EVIDENCE_KINDS]
     disc.sources = [s for s in disc.sources if s.kind not in EVIDENCE_KINDS]
-    for s in evidence:
-        read_evidence(s.path, s.kind, job, warnings)
+    for s in evidence + [s for s in disc.sources if s.also_ras]:
+        read_evidence(s.path, "ras" if s.also_ras else s.kind, job, warnings)
     total = 0
     for s in disc.sources:
         total += s.size

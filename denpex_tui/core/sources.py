@@ -198,7 +198,9 @@ def discover(paths: list[str], *, max_files: int = MAX_FILES, progress: dict | N
         name = os.path.basename(src.path)
         if src.path in explicit or looks_like_evidence(name) or name.endswith(".json") and name != "error.json":
             kind = evidence_kind(src.path)
-            if kind:
+            if kind == "ras" and looks_like_log(name):
+                src.also_ras = True  # a log holding a report (a launcher that logs it): both
+            elif kind:
                 src.kind, src.history_only = kind, True
     return Discovery(sources, warnings)
 
