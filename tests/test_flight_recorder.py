@@ -145,7 +145,8 @@ def test_rank_and_kind_come_from_the_name_and_the_bytes(tmp_path):
     assert evidence_kind(str(dumps / "comm_lib_trace_rank_0")) == "fr-dump"
     assert evidence_kind(str(dumps / "fr_trace_rank_0.json")) == "fr-dump"
     # found beside the logs, and never read as lines
-    d = discover([str(RUNS / "fr_checkpoint_stall")])
+    assert not any(s.kind == "fr-dump" for s in discover([str(RUNS / "fr_checkpoint_stall")]).sources)
+    d = discover([str(RUNS / "fr_checkpoint_stall")], evidence=True)
     kinds = {os.path.basename(s.path): s.kind for s in d.sources}
     assert kinds["comm_lib_trace_rank_2"] == "fr-dump" and kinds["fr_trace_rank_2.json"] == "fr-dump"
     assert kinds["stdout.log"] == "rank-file"

@@ -378,7 +378,7 @@ def _discover(paths: list[str], io_timeout: float | None):
         counter = {"n": 0}
 
         def one(arg=arg, counter=counter):
-            return discover([arg], progress=counter)
+            return discover([arg], progress=counter, evidence=True)
 
         if io_timeout:
             done, d = _watchdog(one, lambda counter=counter: counter["n"], io_timeout)

@@ -138,9 +138,12 @@ def classify(path: str, order: int = 0) -> SourceInfo:
     return info
 
 
-def discover(paths: list[str], *, max_files: int = MAX_FILES, progress: dict | None = None) -> Discovery:
+def discover(paths: list[str], *, max_files: int = MAX_FILES, progress: dict | None = None,
+             evidence: bool = False) -> Discovery:
     """Expand files, directories and globs into classified sources. ``progress["n"]`` counts
-    entries looked at (the scan's watchdog uses it to tell a big tree from a hung mount)."""
+    entries looked at (the scan's watchdog uses it to tell a big tree from a hung mount).
+    With ``evidence``, Flight Recorder dumps and RAS reports are found too (kinds ``fr-dump``,
+    ``ras``); without it they are left out, so a reader of lines never gets one."""
     progress = progress if progress is not None else {}
     progress.setdefault("n", 0)
     sizes: dict[str, int] = progress.setdefault("sizes", {})
@@ -193,15 +196,24 @@ def discover(paths: list[str], *, max_files: int = MAX_FILES, progress: dict | N
                 break
     found.sort(key=_rotation_key)
     sources = [classify(p, i) for i, p in enumerate(found)]
+    drop = set()
     for src in sources:
         src.size = sizes.get(src.path, 0)
         name = os.path.basename(src.path)
-        if src.path in explicit or looks_like_evidence(name) or name.endswith(".json") and name != "error.json":
+        if src.path in explicit or looks_like_evidence(name):
             kind = evidence_kind(src.path)
             if kind == "ras" and looks_like_log(name):
                 src.also_ras = True  # a log holding a report (a launcher that logs it): both
             elif kind:
                 src.kind, src.history_only = kind, True
+            elif src.path not in explicit and not looks_like_log(name):
+                drop.add(src.path)  # found for its name only, and it is neither: not a log either
+    if drop:
+        sources = [s for s in sources if s.path not in drop]
+    if not evidence:
+        sources = [s for s in sources if s.kind not in ("fr-dump", "ras")]
+        for i, s in enumerate(sources):
+            s.order = i
     return Discovery(sources, warnings)
 
 
