@@ -88,8 +88,12 @@ def test_without_py_spy_proc_still_groups(job):
     folder, procs = job
     from denpex_tui.probes.stacks import read_stack
 
-    stacks = [read_stack(p.pid, r, pyspy=None) for r, p in enumerate(procs)]
-    assert all(s.how == "proc" and s.state == "S" for s in stacks)
+    def asleep():  # "ready" is printed just before the sleep: under load a process may still run
+        ss = [read_stack(p.pid, r, pyspy=None) for r, p in enumerate(procs)]
+        return ss if all(s.state == "S" for s in ss) else None
+
+    stacks = _wait(asleep, 30, "the four processes asleep")
+    assert all(s.how == "proc" for s in stacks)
     assert all("py-spy is not installed" in s.error for s in stacks)
     groups = group_stacks(stacks)
     assert sum(g.count for g in groups) == 4 and all(g.wchan for g in groups)
