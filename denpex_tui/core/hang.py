@@ -10,6 +10,8 @@
   what the exit code means.
 * Ranks the agent terminated (``Sending process P closing signal SIGTERM``, exit code -15) before
   they printed an error are collateral: "terminated by the agent".
+* Flight Recorder dumps and NCCL RAS reports, when the job has them, are merged last
+  (:func:`~denpex_tui.core.frtriage.apply_dump_evidence`): they can name the rank the logs cannot.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from datetime import datetime
 
 from .catalog import Catalog
 from .detect import signal_name
+from .frtriage import apply_dump_evidence
 from .model import FailureEntry, Finding, Incident, LastLine, iso
 from .ranks import rank_entry as _entry
 from .ranks import rank_ranges
 
-__all__ = ["hang_incident", "launcher_incident", "agent_terminated", "external_stop_incident", "exit_meaning"]
+__all__ = ["hang_incident", "launcher_incident", "agent_terminated", "external_stop_incident", "exit_meaning",
+           "apply_dump_evidence"]
 
 # The launcher itself told to stop from outside (scheduler cancel or time limit, a person).
 _EXTERNAL_STOP = {"torchelastic.death-signal"}

@@ -24,6 +24,8 @@ The decision rule, in the order it is applied (each step has tests on real logs)
 6. **The launcher as the last resort**, only when no rank's own output explains the failure:
    "per the launcher", low confidence, with what the exit code means.
 7. Ranks the agent terminated without an error of their own are collateral.
+8. **Flight Recorder dumps and NCCL RAS reports**, when there are any, on the last attempt: the rank
+   they show missing, stuck or mismatched (:mod:`denpex_tui.core.frtriage`).
 
 Every incident keeps its **competing hypotheses**: the runner-up candidates with the rule that
 ranked them lower. Work is linear in the number of findings (plus one sort).
@@ -38,7 +40,7 @@ from typing import Callable
 from .catalog import Catalog
 from .clocks import ClockCheck, check_clocks
 from .firstwarn import WARNING_WINDOW, first_warning
-from .hang import agent_terminated, external_stop_incident, hang_incident, launcher_incident
+from .hang import agent_terminated, apply_dump_evidence, external_stop_incident, hang_incident, launcher_incident
 from .job import JobState
 from .matcher import tier_of
 from .model import Finding, Incident, iso
@@ -185,8 +187,25 @@ def triage(
         if inc.initiating is not None and read_tail is not None and inc.initiating.signature != "proc.killed":
             inc.first_warning = first_warning(inc.initiating, job, catalog, read_tail)
         incidents.append(inc)
+    incidents = _with_dump_evidence(incidents, job, catalog, lasts_by_attempt, ranks_by_attempt)
     incidents.sort(key=lambda i: (i.attempt, order.key(i.initiating) if i.initiating else (float("inf"),)))
     return incidents
+
+
+def _with_dump_evidence(incidents: list[Incident], job: JobState, catalog: Catalog, lasts_by_attempt: dict,
+                        ranks_by_attempt: dict) -> list[Incident]:
+    """Step 8: the job's Flight Recorder dumps and NCCL RAS reports (core/frtriage.py) on its last
+    attempt (a dump says nothing of the attempt it was written in; torch overwrites it per rank)."""
+    fr = job.flight_recorder()
+    ras = job.ras_reports()
+    if fr is None and not ras:
+        return incidents
+    last = max([*ranks_by_attempt, *(i.attempt for i in incidents)], default=0)
+    cur = next((i for i in incidents if i.attempt == last), None)
+    new = apply_dump_evidence(cur, last, fr, ras, catalog, lasts_by_attempt.get(last, {}))
+    if new is None:
+        return incidents
+    return [i for i in incidents if i is not cur] + [new]
 
 
 def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, catalog, stalls, order: _Order,
