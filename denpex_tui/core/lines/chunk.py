@@ -85,24 +85,34 @@ def console_tags(data: bytes, starts: np.ndarray, src=None) -> np.ndarray:
     heads = _HEAD.findall(b"\n" + data)
     if len(heads) > n:  # the empty match after the final newline
         heads = heads[:n]
+    hcode: dict[bytes, int] = {}
+    hc = np.array([hcode.setdefault(h, len(hcode)) for h in heads], dtype=np.int64)
+    hlen = np.array([len(h) for h in hcode], dtype=np.int64)[hc]
     # the first rank a line's text names (within the part of the line the door looks at)
-    marks: dict[int, bytes] = {}
-    for m in _TEXT_RANK.finditer(data):
-        i = int(np.searchsorted(starts, m.start(), side="right")) - 1
-        if i not in marks and m.start() - int(starts[i]) < 200 + len(heads[i]):
-            marks[i] = m.group(0)
-    cache: dict[tuple, int] = {}
-    out = [0] * n
+    found = [(m.start(), m.group(0)) for m in _TEXT_RANK.finditer(data)]
+    mc = np.zeros(n, dtype=np.int64)  # 0: none
+    mcode: dict[bytes, int] = {}
+    if found:
+        pos = np.array([f[0] for f in found], dtype=np.int64)
+        codes = np.array([mcode.setdefault(f[1], len(mcode) + 1) for f in found], dtype=np.int64)
+        li = np.searchsorted(starts, pos, side="right") - 1
+        near = pos - starts[li] < 200 + hlen[li]
+        li, codes = li[near], codes[near]
+        first = np.unique(li, return_index=True)[1]  # the first mark of each line
+        mc[li[first]] = codes[first]
     lens = np.diff(np.append(starts, len(data))) - 1
-    for i, h in enumerate(heads):
-        # what follows the label matters only as "something" (a format looks for a non-space)
-        k = (h, marks.get(i), len(h) >= lens[i])
-        t = cache.get(k)
-        if t is None:
-            line = h if k[2] else h + b"x"
-            t = cache[k] = tag_of(*line_facts(line + b" " + k[1] if k[1] else line).ranks(src))
-        out[i] = t
-    tags[:] = out
+    whole = (hlen >= lens).astype(np.int64)  # the line is its label: nothing follows it
+    key = (hc * (len(mcode) + 1) + mc) * 2 + whole
+    uniq, inv = np.unique(key, return_inverse=True)
+    heads_by = list(hcode)
+    marks_by = [b""] + list(mcode)
+    vals = np.empty(len(uniq), dtype=np.int32)
+    for j, k in enumerate(uniq.tolist()):
+        w, rest = k & 1, k >> 1
+        h, mk = heads_by[rest // (len(mcode) + 1)], marks_by[rest % (len(mcode) + 1)]
+        line = h if w else h + b"x"  # what follows a label matters only as "something"
+        vals[j] = tag_of(*line_facts(line + b" " + mk if mk else line).ranks(src))
+    tags[:] = vals[inv]
     special = [m.start() for m in _LAUNCHER.finditer(data)]
     if special:
         lines = np.unique(np.searchsorted(starts, np.array(special, dtype=np.int64), side="right") - 1)

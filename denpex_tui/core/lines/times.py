@@ -153,18 +153,13 @@ class ChunkTimes:
     year_hint: int | None  # the hint for the next chunk (the year of the last full date)
 
 
+_PAD = 16  # newlines before the chunk; after it, enough for the longest timestamp
+
+
 def _num(a: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
-    out = np.zeros(len(idx), dtype=np.int64)
-    for k in range(width):
+    out = a[idx].astype(np.int64) - 48
+    for k in range(1, width):
         out = out * 10 + (a[idx + k].astype(np.int64) - 48)
-    return out
-
-
-def _at(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """a[idx] with 256 for positions outside the chunk."""
-    ok = (idx >= 0) & (idx < len(a) - 1)  # the sentinel at the end is not data
-    out = np.full(len(idx), 256, dtype=np.int64)
-    out[ok] = a[idx[ok]]
     return out
 
 
@@ -175,62 +170,55 @@ def chunk_times(data: bytes, starts: np.ndarray, year_hint: int | None = None) -
     n_lines = len(starts)
     if len(data) < VECTOR_MIN_BYTES or n_lines < 64:
         return _per_line(data, starts, year_hint)
-    a = np.frombuffer(data + b"\n", dtype=np.uint8)  # a sentinel newline: reads past the end stop
+    a = np.frombuffer(b"\n" * _PAD + data + b"\n" * 48, dtype=np.uint8)  # reads off the ends see newlines
     size = len(data)
-    col = np.flatnonzero(a == 58)
-    col = col[(col >= 2) & (col + 6 < size + 1)]
     dig = _DIG
-    ok = (a[np.minimum(col + 3, size)] == 58) & dig[a[col - 2]] & dig[a[col - 1]] & dig[a[col + 1]] & \
-        dig[a[col + 2]] & dig[a[np.minimum(col + 4, size)]] & dig[a[np.minimum(col + 5, size)]]
+    col = np.flatnonzero(a == 58)  # positions in `a`; the chunk's are _PAD less
+    col = col[a[col + 3] == 58]  # HH:MM:SS has two colons three apart: few others do
+    ok = dig[a[col - 2]] & dig[a[col - 1]] & dig[a[col + 1]] & dig[a[col + 2]] & dig[a[col + 4]] & dig[a[col + 5]]
     p = col[ok]  # the colon of HH:MM:SS
     q = p - 2  # where the hour starts
-    b1 = _at(a, q - 1)
-    iso = ((b1 == 32) | (b1 == 84) | (b1 == 95)) & (_at(a, q - 4) == 45) & (_at(a, q - 7) == 45)
+    b1 = a[q - 1]
+    iso = ((b1 == 32) | (b1 == 84) | (b1 == 95)) & (a[q - 4] == 45) & (a[q - 7] == 45)
     for k in (11, 10, 9, 8, 6, 5, 3, 2):
-        iso &= dig[_at(a, q - k)]
-    mdy = (b1 == 32) & (_at(a, q - 9) == 47) & (_at(a, q - 6) == 47)
+        iso &= dig[a[q - k]]
+    mdy = (b1 == 32) & (a[q - 9] == 47) & (a[q - 6] == 47)
     for k in (11, 10, 8, 7, 5, 4, 3, 2):
-        mdy &= dig[_at(a, q - k)]
-    before = q - 7
-    glog = (b1 == 32) & _GLOG_LETTER[_at(a, q - 6)] & ((q - 6 == 0) | _GLOG_BEFORE[_at(a, before)])
+        mdy &= dig[a[q - k]]
+    glog = (b1 == 32) & _GLOG_LETTER[a[q - 6]] & _GLOG_BEFORE[a[q - 7]]
     for k in (5, 4, 3, 2):
-        glog &= dig[_at(a, q - k)]
+        glog &= dig[a[q - k]]
     keep = iso | mdy | glog
     p, q, iso, mdy, glog = p[keep], q[keep], iso[keep], mdy[keep], glog[keep]
-    cstart = np.where(glog, q - 6, q - 11)
+    cstart = np.where(glog, q - 6, q - 11) - _PAD
     hh, mi, ss = _num(a, q, 2), _num(a, p + 1, 2), _num(a, p + 4, 2)
-    y = np.where(iso, _num(a, np.maximum(q - 11, 0), 4), np.where(mdy, _num(a, np.maximum(q - 5, 0), 4), 0))
-    mo = np.where(iso, _num(a, np.maximum(q - 6, 0), 2), np.where(mdy, _num(a, np.maximum(q - 11, 0), 2),
-                                                                   _num(a, np.maximum(q - 5, 0), 2)))
-    d = np.where(iso, _num(a, np.maximum(q - 3, 0), 2), np.where(mdy, _num(a, np.maximum(q - 8, 0), 2),
-                                                                  _num(a, np.maximum(q - 3, 0), 2)))
+    y = np.where(iso, _num(a, q - 11, 4), np.where(mdy, _num(a, q - 5, 4), 0))
+    mo = np.where(iso, _num(a, q - 6, 2), np.where(mdy, _num(a, q - 11, 2), _num(a, q - 5, 2)))
+    d = np.where(iso, _num(a, q - 3, 2), np.where(mdy, _num(a, q - 8, 2), _num(a, q - 3, 2)))
     # fraction: iso '.' or ',', glog '.', accelerate none; up to 9 digits, microseconds from 6
     e = p + 6
-    sep = _at(a, e)
-    has_f = (iso & ((sep == 46) | (sep == 44))) | (glog & (sep == 46))
-    has_f &= dig[_at(a, e + 1)]
+    sep = a[e]
+    has_f = ((iso & ((sep == 46) | (sep == 44))) | (glog & (sep == 46))) & dig[a[e + 1]]
     nf = np.zeros(len(p), dtype=np.int64)
     us = np.zeros(len(p), dtype=np.int64)
     run = has_f.copy()
     for k in range(1, 10):
-        dk = run & dig[_at(a, e + k)]
-        run = dk
-        nf += dk
+        ak = a[e + k]
+        run = run & dig[ak]
+        nf += run
         if k <= 6:
-            us = np.where(dk, us * 10 + (_at(a, e + k) - 48), us * 10)
+            us = np.where(run, us * 10 + (ak.astype(np.int64) - 48), us * 10)
     us = np.where(has_f, us, 0)
     tz_at = np.where(has_f, e + 1 + nf, e)
     # offset (iso only): Z | [+-]HH:?MM
-    t0 = _at(a, tz_at)
+    t0 = a[tz_at]
     sign = np.where(t0 == 43, 1, np.where(t0 == 45, -1, 0))
-    th_ok = (sign != 0) & dig[_at(a, tz_at + 1)] & dig[_at(a, tz_at + 2)]
-    colon = th_ok & (_at(a, tz_at + 3) == 58) & dig[_at(a, tz_at + 4)] & dig[_at(a, tz_at + 5)]
-    plain = th_ok & ~colon & dig[_at(a, tz_at + 3)] & dig[_at(a, tz_at + 4)]
+    th_ok = (sign != 0) & dig[a[tz_at + 1]] & dig[a[tz_at + 2]]
+    colon = th_ok & (a[tz_at + 3] == 58) & dig[a[tz_at + 4]] & dig[a[tz_at + 5]]
+    plain = th_ok & ~colon & dig[a[tz_at + 3]] & dig[a[tz_at + 4]]
     has_tz = iso & ((t0 == 90) | colon | plain)
-    safe = np.minimum(tz_at + 1, size)
-    th = np.where(colon | plain, _num(a, np.minimum(safe, size - 2), 2), 0)
-    tm = np.where(colon, _num(a, np.minimum(tz_at + 4, size - 2), 2),
-                  np.where(plain, _num(a, np.minimum(tz_at + 3, size - 2), 2), 0))
+    th = np.where(colon | plain, _num(a, tz_at + 1, 2), 0)
+    tm = np.where(colon, _num(a, tz_at + 4, 2), np.where(plain, _num(a, tz_at + 3, 2), 0))
     # validity (the year of glog candidates is checked once it is known, below)
     valid = (mo >= 1) & (mo <= 12) & (d >= 1) & (hh <= 23) & (mi <= 59) & (ss <= 59)
     valid &= d <= _DAYS_NP[np.clip(mo, 0, 12)]
