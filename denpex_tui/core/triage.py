@@ -46,6 +46,8 @@ from .matcher import tier_of
 from .model import Finding, Incident, iso
 from .ranks import rank_entry as _entry
 from .ranks import rank_ranges
+from .rankroles import named
+from .xid import xid_evidence
 
 __all__ = ["triage", "rank_ranges", "WARNING_WINDOW", "consequence_of", "EPISODE", "SAME_CAUSE_WINDOW"]
 
@@ -64,10 +66,11 @@ _CONSEQUENCE = re.compile(
 )
 _ARRIVAL = re.compile(r"failed to pass monitoredBarrier")
 _STALL_REPORTS = {"horovod.stall"}  # reports that name the ranks that never arrived
-_BLAMES = re.compile(
-    r"Ranks? (?P<ranks>\d{1,7}(?:, ?\d{1,7})*) failed to pass monitoredBarrier"
-    r"|[Pp]lease check rank (?P<ranks2>\d{1,7}) logs? for (?:the )?faulty rank"
-)
+
+
+def _names_a_stall(f: Finding) -> bool:
+    """The report says the named rank never arrived (a barrier, a store key never written)."""
+    return bool(_ARRIVAL.search(f.text) or f.signature in _STALL_REPORTS or named(f.text, "missing")[0])
 
 
 def consequence_of(text: str) -> str | None:
@@ -128,10 +131,7 @@ def _blamed_field(f: Finding) -> list[int]:
 
 def _effective(f: Finding, catalog: Catalog) -> tuple[str, str | None, list[int]]:
     """(role, why, blamed ranks) of one finding under rule 1."""
-    ranks = _blamed_field(f)
-    m = None if ranks else _BLAMES.search(f.text)
-    if m:
-        ranks = [int(x) for x in re.split(r", ?", m.group("ranks") or m.group("ranks2"))]
+    ranks = _blamed_field(f) or list(named(f.text, "faulty")[0]) or list(named(f.text, "missing")[0])
     if ranks:
         if f.rank not in ranks:
             return "collateral", f"it names rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)} as the faulty one", ranks
@@ -141,6 +141,28 @@ def _effective(f: Finding, catalog: Catalog) -> tuple[str, str | None, list[int]
         if phrase:
             return "collateral", f"its text says it is a consequence ('{phrase}')", []
     return f.role, None, []
+
+
+def _explained_by_report(errs: list[Finding], roles: dict, order: "_Order") -> None:
+    """Rule 1b: a rank whose report names *other* ranks as the faulty ones (DCP's
+    CheckpointException, a monitored barrier) printed the failure of those ranks, not its own:
+    every initiating finding of that rank in the same episode (after the report, within
+    :data:`EPISODE`, or :data:`EPISODE_LINES` in the same file) is part of that report."""
+    reports = [f for f in errs if roles[id(f)][2] and f.rank is not None and f.rank not in roles[id(f)][2]]
+    for rep in reports:
+        t0 = order.when(rep)
+        names = rank_ranges(roles[id(rep)][2])
+        for g in errs:
+            if g is rep or g.rank != rep.rank or roles[id(g)][0] != "initiating":
+                continue
+            w = order.when(g)
+            if t0 is not None and w is not None:
+                near = 0 <= w - t0 <= EPISODE.total_seconds()
+            else:
+                near = g.path == rep.path and 0 <= g.text_line - rep.text_line <= EPISODE_LINES
+            if near:
+                roles[id(g)] = ("collateral", f"it is part of rank {rep.rank}'s report naming rank {names} as the one "
+                                f"that failed ({rep.signature})", roles[id(rep)][2])
 
 
 def triage(
@@ -184,6 +206,9 @@ def triage(
             continue
         if clocks.notes and inc.initiating is not None:
             inc.evidence.extend(clocks.notes)
+        xe = xid_evidence(inc.initiating.fields) if inc.initiating is not None else None
+        if xe:
+            inc.evidence.append(xe)
         if inc.initiating is not None and read_tail is not None and inc.initiating.signature != "proc.killed":
             inc.first_warning = first_warning(inc.initiating, job, catalog, read_tail)
         incidents.append(inc)
@@ -219,6 +244,7 @@ def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, c
         roles[id(f)] = r
         for b in r[2]:
             blamed.setdefault(b, f)
+    _explained_by_report(errs, roles, order)
     by_rank: dict = {}
     for f in errs:
         by_rank.setdefault(_rkey(f), []).append(f)
@@ -279,7 +305,13 @@ def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, c
                       and fe.exitcode not in (None, 0, -15)}
             failed |= {f.rank for f in ctx if f.rank is not None and _exitcode(f) not in (0, -15)}
             failed = sorted(failed)
-            if len(failed) == 1:
+            proc = _same_process_rank(init, all_fs)
+            if proc is not None:
+                init = _entry(init, [init])
+                init.rank = proc[0]
+                evidence.append(f"the line carries no rank; rank {proc[0]}'s next report in the same file repeats its "
+                                f"error ('{proc[1][:120]}'): the same process")
+            elif len(failed) == 1:
                 init = _entry(init, [init])
                 init.rank = failed[0]
                 evidence.append(f"the line carries no rank; the launcher's failure report names rank {failed[0]} "
@@ -375,6 +407,22 @@ def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, c
     return inc
 
 
+_ERR_MSG = re.compile(r"(?:\w+(?:Error|Exception)|what\(\)):\s*(?P<msg>.{12,})")
+
+
+def _same_process_rank(init: Finding, all_fs: list[Finding]) -> tuple[int, str] | None:
+    """Rule 3b: a rankless error whose message a ranked report of the same file repeats just after
+    it (a CUDA error, then that process's NCCL watchdog '[Rank 1] ... terminated with exception:
+    <the same message>') is that rank's: one rank only, within :data:`EPISODE_LINES`."""
+    m = _ERR_MSG.search(init.text)
+    if not m:
+        return None
+    msg = m.group("msg").strip()
+    ranks = {f.rank for f in all_fs if f.rank is not None and f.path == init.path
+             and 0 < f.text_line - init.text_line <= EPISODE_LINES and msg in f.text}
+    return (ranks.pop(), msg) if len(ranks) == 1 else None
+
+
 def _exitcode(f: Finding) -> int | None:
     v = f.fields.get("exitcode")
     try:
@@ -387,13 +435,12 @@ def _blamed_incident(attempt, blamed: dict[int, Finding], coll, lasts, catalog) 
     """A rank another rank's report names as the faulty one (PyTorch's monitored barrier,
     "please check rank N logs for faulty rank"), when the named rank's own log is not here."""
     blamers = {f.rank for f in blamed.values() if f.rank is not None}
-    cands = sorted(blamed, key=lambda r: (r in blamers, not (_ARRIVAL.search(blamed[r].text)
-                                                              or blamed[r].signature in _STALL_REPORTS), r))
+    cands = sorted(blamed, key=lambda r: (r in blamers, not _names_a_stall(blamed[r]), r))
     r = cands[0]
     b = blamed[r]
     init = _entry(b, [b])
     init.rank, init.local_rank, init.role = r, None, "initiating"
-    if _ARRIVAL.search(b.text) or b.signature in _STALL_REPORTS:
+    if _names_a_stall(b):
         sig = catalog.get("dist.rank-stalled")
         init.signature = "dist.rank-stalled"
         init.title = sig.title if sig else "Rank stalled: its peers timed out waiting for it"
