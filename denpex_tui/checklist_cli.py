@@ -108,11 +108,11 @@ def cmd_footprint(args, _cfg) -> int:
 # -- verify -------------------------------------------------------------------------------
 
 
-def scan_logs(paths, sig_dirs=None):
+def scan_logs(paths, sig_dirs=None, confine=None):
     from denpex_tui.core.scan import scan_paths
 
     try:
-        res = scan_paths(list(paths), signature_dirs=sig_dirs)
+        res = scan_paths(list(paths), signature_dirs=sig_dirs, confine=confine)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     if res.readable_sources == 0:
@@ -305,7 +305,11 @@ def add_parsers(sub) -> None:
     e = sub.add_parser("evidence", help="write an evidence bundle (excerpts, diagnosis, probe snapshot) before restarting")
     e.add_argument("paths", nargs="+", metavar="PATH", help="the job's logs (files, directories, globs)")
     e.add_argument("-o", "--output", required=True, metavar="OUT", help="a new folder, or OUT.tar.gz")
-    e.add_argument("--with-env", action="store_true", help="also run nvidia-smi and python -m torch.utils.collect_env")
+    e.add_argument("--with-env", action="store_true",
+                   help="also run nvidia-smi and python -I -m torch.utils.collect_env (isolated), and keep the "
+                        "allowed environment variables")
+    e.add_argument("--python", metavar="PY", help="with --with-env: the training environment's interpreter "
+                                                   "(default: the one running denpex)")
     e.add_argument("--signatures", action="append", metavar="DIR", help="extra signature pack")
     from denpex_tui.evidence_cli import cmd_evidence
 
