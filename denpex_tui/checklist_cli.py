@@ -151,9 +151,15 @@ def cmd_verify(args, cfg) -> int:
         if args.from_:
             from denpex_tui.core.evidence import is_bundle, read_bundle
 
-            if is_bundle(args.from_):
+            if is_bundle(args.from_, strict=True):
                 b = read_bundle(args.from_)
-                base = Baseline.from_json(b["verify_baseline"], args.from_)
+                if b.get("verify_baseline") is None:  # the bundle of a hang or of a clean run
+                    if not (sigs and args.step is not None):
+                        raise InputError(f"{args.from_}: the bundle records no failure to verify against "
+                                         "(a hang or a clean run): name the SIGNATURE and give --step N")
+                    base = Baseline(sigs, args.step, source=args.from_)
+                else:
+                    base = Baseline.from_json(b["verify_baseline"], args.from_)
                 if sigs:
                     base.signatures = sigs
             else:
@@ -167,7 +173,7 @@ def cmd_verify(args, cfg) -> int:
         else:
             raise InputError("verify needs the failing run to compare with: --from BUNDLE (or the failing run's "
                              "logs) or --step N")
-    except VerifyError as exc:
+    except (VerifyError, ValueError) as exc:  # SchemaError, UntrustedError: a bad bundle is one line
         raise InputError(str(exc)) from None
     res = verify(scan_logs(paths, sig_dirs), base)
     if args.json:

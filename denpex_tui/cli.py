@@ -144,7 +144,14 @@ def cmd_scan(args, cfg) -> int:
     _check_since(args.since)
     from denpex_tui.core.evidence import is_bundle  # an evidence bundle: its stored diagnosis
 
-    if len(paths) == 1 and is_bundle(paths[0]):
+    try:
+        bundle = len(paths) == 1 and is_bundle(paths[0], strict=True)
+    except ValueError as exc:  # a bundle's document is untrusted: too big or too deep is refused
+        if not os.path.isdir(paths[0]):
+            raise UsageError(str(exc)) from None
+        _err(f"warning: {exc}: the folder is scanned as logs")
+        bundle = False
+    if bundle:
         from denpex_tui.checklist_cli import scan_bundle
 
         return scan_bundle(paths[0], args)

@@ -28,6 +28,7 @@ import shutil
 import tarfile
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -357,38 +358,57 @@ def _readme(doc: dict, b: Bundle, snapshot, env) -> str:
 # -- reading back -------------------------------------------------------------------------
 
 
+MAX_DOC = 64 << 20  # diagnosis.json read back: bounded before parsing (core/untrusted.py)
+
+
 def _tar_doc(path: str) -> dict | None:
+    from .untrusted import load_json, read_capped
+
     try:
         with tarfile.open(path, "r:gz") as tar:
-            for i, m in enumerate(tar):  # a bundle lists it among its first files; never read a big archive
-                if i > 64:
+            for i, m in enumerate(tar):  # a bundle writes it first: never inflate a big archive to find it
+                if i > 4:
                     return None
                 if m.isfile() and (m.name == "diagnosis.json" or m.name.endswith("/diagnosis.json")) \
-                        and m.name.count("/") <= 1 and m.size < (256 << 20):
+                        and m.name.count("/") <= 1:
+                    if m.size > MAX_DOC:
+                        raise schema.SchemaError(f"{path}: its diagnosis.json is larger than {MAX_DOC >> 20} MiB")
                     fh = tar.extractfile(m)
-                    return json.load(io.TextIOWrapper(fh, encoding="utf-8")) if fh else None
-    except (OSError, tarfile.TarError, ValueError, EOFError):
+                    return load_json(read_capped(fh, MAX_DOC, f"{path}: diagnosis.json"),
+                                     f"{path}: diagnosis.json") if fh else None
+    except (OSError, tarfile.TarError, EOFError, zlib.error):
         return None
     return None
 
 
 def _load(path: str) -> dict | None:
+    """The bundle's diagnosis.json, or None when ``path`` is no bundle; a bundle whose document
+    is too big, too deep or not JSON raises :class:`schema.SchemaError` (one line)."""
+    from .untrusted import load_json, read_capped
+
     if os.path.isdir(path):
         p = os.path.join(path, "diagnosis.json")
         if not os.path.isfile(p):
             return None
         try:
             with open(p, "rb") as fh:
-                return json.loads(fh.read(256 << 20))
-        except (OSError, ValueError):
+                return load_json(read_capped(fh, MAX_DOC, p), p)
+        except OSError:
             return None
     if path.endswith((".tar.gz", ".tgz")) and os.path.isfile(path):
         return _tar_doc(path)
     return None
 
 
-def is_bundle(path: str) -> bool:
-    doc = _load(path)
+def is_bundle(path: str, strict: bool = False) -> bool:
+    """Whether ``path`` is an evidence bundle. A ``diagnosis.json`` too big or too deep to read
+    raises ``ValueError`` (one line) with ``strict``, else makes it no bundle."""
+    try:
+        doc = _load(path)
+    except ValueError:
+        if strict:
+            raise
+        return False
     return isinstance(doc, dict) and doc.get("kind") == KIND
 
 
@@ -416,11 +436,17 @@ class _BundleJob:
     def __init__(self, scan: dict):
         from .job import SourceSummary
 
-        self._sources = [SourceSummary(s["path"], s["kind"], list(s.get("ranks") or []), s.get("node"),
-                                       int(s.get("lines") or 0), int(s.get("bytes") or 0), s.get("error"))
-                         for s in scan.get("sources") or []]
-        self._versions = dict(scan.get("versions") or {})
-        self._markers = [schema.marker_from_json(m) for m in scan.get("markers") or []]
+        w = "bundle source"
+        self._sources = []
+        for s in schema.opt_list(scan, "sources", "bundle scan", dict):
+            ranks = schema.opt_list(s, "ranks", w)
+            if not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+                raise schema.SchemaError(f"{w}: 'ranks' must be a list of integers")
+            self._sources.append(SourceSummary(str(s.get("path") or ""), str(s.get("kind") or "log"), list(ranks),
+                                               schema.opt_str(s, "node", w), schema.opt_int(s, "lines", w) or 0,
+                                               schema.opt_int(s, "bytes", w) or 0, schema.opt_str(s, "error", w)))
+        self._versions = {str(k): str(v) for k, v in schema.opt_dict(scan, "versions", "bundle scan").items()}
+        self._markers = [schema.marker_from_json(m) for m in schema.opt_list(scan, "markers", "bundle scan")]
 
     def sources(self):
         return list(self._sources)
@@ -440,12 +466,12 @@ def bundle_scan(path: str, catalog):
     from .scan import ScanResult
 
     doc = read_bundle(path)
-    scan = doc.get("scan") or {}
+    scan = schema.opt_dict(doc, "scan", path)
     return ScanResult(
         job=_BundleJob(scan),  # type: ignore[arg-type]
-        findings=[schema.finding_from_json(f) for f in scan.get("findings") or []],
-        incidents=[schema.incident_from_json(i) for i in scan.get("incidents") or []],
-        warnings=[str(w) for w in scan.get("warnings") or []] + [f"read back from the evidence bundle {path} "
+        findings=[schema.finding_from_json(f) for f in schema.opt_list(scan, "findings", path)],
+        incidents=[schema.incident_from_json(i) for i in schema.opt_list(scan, "incidents", path)],
+        warnings=[str(w) for w in schema.opt_list(scan, "warnings", path)] + [f"read back from the evidence bundle {path} "
                                                                 f"(made {doc.get('created')})"],
         catalog=catalog,
     )
