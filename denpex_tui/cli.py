@@ -374,7 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
         from denpex_tui.probes import cli as probe_cli
 
         probe_cli.add_parser(sub)
-        sub.choices["probe"].set_defaults(func=lambda a, _cfg: probe_cli.run(a))
+        # detached like scan: a path the logs name may be on a dead mount, and a thread stuck
+        # there in D state would keep the process (and the user's shell) from exiting on SIGTERM
+        sub.choices["probe"].set_defaults(func=lambda a, _cfg: probe_cli.run(a), detach=True)
     except ImportError:  # pragma: no cover - probes not built in this tree
         pass
     try:  # checkpoints, footprint, verify, evidence: the checklist items as commands
@@ -514,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg, warnings = load_config()
         for w in warnings:
             _err(w)
-        if args.func is cmd_scan and not args.follow and hasattr(os, "fork"):
+        if (getattr(args, "detach", False) or (args.func is cmd_scan and not args.follow)) and hasattr(os, "fork"):
             return _detached(lambda: _guarded(lambda: int(args.func(args, cfg))))
         return int(args.func(args, cfg))
     except UsageError as exc:

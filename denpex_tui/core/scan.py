@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .bounded import BOUNDED, NoAnswer
 from .catalog import Catalog, load_catalog
 from .job import JobState, ProcessorResult
 from .matcher import Matcher
@@ -62,34 +63,18 @@ _WORKER: dict[str, Any] = {}
 IO_TIMEOUT_S = 60.0
 
 
+_SEQ = iter(range(1 << 62))
+
+
 def _watchdog(fn, progress, timeout: float):
-    """Run ``fn`` in a daemon thread; give up when ``progress()`` has not moved for
-    ``timeout`` seconds (a hung NFS/FUSE mount blocks a read or a stat for minutes, or for
-    ever, in a state no signal can interrupt). Returns ``(finished, result)``; an abandoned
-    thread stays blocked in the kernel, harmlessly, until the process exits."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = fn()
-        except BaseException as exc:  # handed to the caller
-            box["error"] = exc
-
-    t = threading.Thread(target=target, daemon=True, name="denpex-io")
-    t.start()
-    last = progress()
-    quiet_since = time.monotonic()
-    while True:
-        t.join(0.1)
-        if not t.is_alive():
-            if "error" in box:
-                raise box["error"]
-            return True, box.get("result")
-        now_p = progress()
-        if now_p != last:
-            last, quiet_since = now_p, time.monotonic()
-        elif time.monotonic() - quiet_since >= timeout:
-            return False, None
+    """Run ``fn`` in the shared bounded worker (core/bounded.py); give up when ``progress()``
+    has not moved for ``timeout`` seconds (a hung NFS/FUSE mount blocks a read or a stat for
+    minutes, or for ever, in a state no signal can interrupt). Returns ``(finished, result)``;
+    an abandoned thread stays blocked in the kernel, harmlessly, until the process exits."""
+    try:
+        return True, BOUNDED.call(f"scan:{next(_SEQ)}", fn, timeout, progress=progress)
+    except NoAnswer:
+        return False, None
 
 
 def _worker_init(sig_dirs: list[str] | None, include_user: bool, nice: int) -> None:
