@@ -403,8 +403,35 @@ def _detached(fn) -> int:
     hands its exit code back through a pipe, so this process exits at once and the child, if a
     mount holds it, finishes on its own (reaped by init)."""
     r, w = os.pipe()
+    # The handlers are in place before the fork, with SIGTERM/SIGHUP held until the parent knows
+    # the child's pid: a signal in the first instant kills the work too (it used to leave the
+    # child and its pool workers reading on, and printing later).
+    held = (signal.SIGTERM, signal.SIGHUP)
+    child: dict[str, int] = {}
+
+    def _end(sig, _frame) -> None:
+        # `denpex scan SLOWDIR & kill -TERM $!`: the work dies with us; it must not print its
+        # report to the shell later (SIGKILL: it may be blocked on a dead mount; its pool
+        # workers die with it, core/scan.py _die_with_parent)
+        pid = child.get("pid")
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, os.WNOHANG)
+            except OSError:
+                pass
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
+
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    for sig in held:
+        signal.signal(sig, _end)
     pid = os.fork()
     if pid == 0:  # child: do the work
+        for sig in held:
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         os.close(r)
         code = EXIT_ERROR
         try:
@@ -423,21 +450,9 @@ def _detached(fn) -> int:
                     except OSError:
                         pass
                 os._exit(int(code))
+    child["pid"] = pid
+    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)  # a held signal is handled now
     os.close(w)
-
-    def _end(sig, _frame) -> None:
-        # `denpex scan SLOWDIR & kill -TERM $!`: the work dies with us; it must not print its
-        # report to the shell later (SIGKILL: it may be blocked on a dead mount)
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, os.WNOHANG)
-        except OSError:
-            pass
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _end)
     got = b""
     while True:
         try:

@@ -77,7 +77,23 @@ def _watchdog(fn, progress, timeout: float):
         return False, None
 
 
-def _worker_init(sig_dirs: list[str] | None, include_user: bool, nice: int) -> None:
+def _die_with_parent(ppid: int) -> None:
+    """A pool worker dies with the scan that forked it (Linux PR_SET_PDEATHSIG): a scan killed
+    in its first second (``kill -TERM``, or SIGKILLed by the detached parent) leaves no worker
+    reading on. If the scan is already gone, so is this worker."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+    if os.getppid() != ppid:
+        os._exit(1)
+
+
+def _worker_init(sig_dirs: list[str] | None, include_user: bool, nice: int, ppid: int | None = None) -> None:
+    if ppid is not None:
+        _die_with_parent(ppid)
     if nice:
         try:
             os.nice(nice)
@@ -382,7 +398,7 @@ def _parallel(order, job, n_jobs, signature_dirs, include_user, polite, io_timeo
     pool = ProcessPoolExecutor(
         max_workers=n_jobs,
         initializer=_worker_init,
-        initargs=(signature_dirs, include_user, 10 if polite else 0),
+        initargs=(signature_dirs, include_user, 10 if polite else 0, os.getpid()),
         mp_context=ctx,
     )
     hung = False
