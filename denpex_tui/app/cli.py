@@ -23,6 +23,9 @@ def add_parser(subparsers) -> None:
                    help="directory to watch for free bytes and inodes (checkpoint dir, nvme_path); repeatable")
     w.add_argument("--exec", dest="exec_cmds", action="append", default=[], metavar="[RANK=]CMD",
                    help="read a command's output as a log, e.g. 3='kubectl logs -f pod-3'; repeatable")
+    w.add_argument("--exec-view-max", type=int, default=64, metavar="MIB",
+                   help="disk the view may use for --exec output (default 64 MiB; past it lines are dropped "
+                        "from the view, said in it, still read for findings)")
     w.add_argument("--signatures", action="append", default=[], metavar="DIR", help="extra signature pack (repeatable)")
     w.add_argument("--theme", metavar="NAME", help="denpex-dark (default), denpex-light, denpex-high-contrast")
     w.add_argument("--demo", action="store_true",
@@ -156,11 +159,20 @@ def run(args, cfg) -> int:
         demo_root=tmp.name if args.demo else None, quiet_s=args.quiet_after, notify=args.notify,
         probe_specs=specs, probe_wait=float(args.wait) if specs else 20.0,
     )
+    from . import spool
+
+    if args.exec_view_max < 1:
+        print("denpex watch: --exec-view-max: at least 1 (MiB)", file=sys.stderr)
+        return 2
+    spool.MAX_BYTES = args.exec_view_max << 20
     app = DenpexApp(opts, catalog)
     if writer is not None:
         writer.start()
 
     def cleanup() -> None:
+        from .spool import remove_all
+
+        remove_all()  # --exec spools: also on a signal, whatever the view's worker got to
         stop.set()
         if writer is not None:
             writer.join(timeout=2)
