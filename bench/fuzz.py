@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import atheris  # noqa: E402
 
 with atheris.instrument_imports():
-    from denpex_tui.core import lineparse, text
+    from denpex_tui.core import text
+    from denpex_tui.core.lines import facts, times
     from denpex_tui.core.catalog import _build, _Invalid, load_catalog
     from denpex_tui.core.matcher import Matcher
     from denpex_tui.core.model import SourceInfo
@@ -51,10 +52,10 @@ def fuzz_pipeline(data: bytes) -> None:
 
 def fuzz_lineparse(data: bytes) -> None:
     s = data.decode("utf-8", "replace")
-    p = lineparse.parse_prefix(s)
+    p = facts.parse_line(s)
     assert p.text in s
-    lineparse.parse_time(s, 2026)
-    lineparse.parse_level(s)
+    times.line_time(s, 2026)
+    facts.parse_level(s)
 
 
 def fuzz_text(data: bytes) -> None:

@@ -5,14 +5,20 @@ from datetime import datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from denpex_tui.core.lineparse import parse_level, parse_prefix, parse_time
+from denpex_tui.core.lines.facts import parse_level, parse_line as parse_prefix
+from denpex_tui.core.lines.times import line_time
+
+
+def parse_time(text, year_hint=None):
+    st = line_time(text, year_hint)
+    return (st.dt, st.written) if st else (None, None)
 
 
 def test_torchrun_tee_and_rank_prefixes():
     p = parse_prefix("[default2]:[rank2]: RuntimeError: basic_ios::clear: iostream error")
     assert (p.local_rank, p.rank, p.text) == (2, 2, "RuntimeError: basic_ios::clear: iostream error")
     p = parse_prefix("[default0]:2026-11-29 17:40:16,720 INFO [rank0/4] train: Saving checkpoint step 75")
-    assert p.local_rank == 0 and p.rank is None
+    assert p.local_rank == 0 and p.rank == 0  # the trainer's own "[rank0/4]" (rank of world size)
 
 
 def test_deepspeed_rank_srun_and_pdsh():

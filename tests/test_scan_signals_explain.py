@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from denpex_tui.core import scan as scan_mod
+from denpex_tui.core import history as scan_mod
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -51,7 +51,7 @@ def big_job(tmp_path_factory):
                 fh.write(block)
             if r == 5:
                 fh.write(b"[rank5]: OSError: [Errno 28] No space left on device: '/ckpt/x.pt'\n")
-    assert sum(f.stat().st_size for f in d.iterdir()) >= 4 * scan_mod._PARALLEL_MIN_BYTES
+    assert sum(f.stat().st_size for f in d.iterdir()) >= 4 * scan_mod.PARALLEL_MIN_BYTES
     return d
 
 

@@ -38,9 +38,9 @@ _WS = re.compile(r"\s+")
 
 
 def normalise(text: str, roots: list[str]) -> str:
-    from .lineparse import parse_prefix
+    from .lines.facts import parse_line
 
-    text = parse_prefix(text).text
+    text = parse_line(text).text
     for r in roots:
         if r:
             text = text.replace(r, "<run>")
@@ -135,9 +135,9 @@ def _roots(paths: list[str]) -> list[str]:
 
 
 def _time(text: str):
-    from .lineparse import parse_prefix, parse_time
+    from .lines.facts import parse_line
 
-    t, _ = parse_time(parse_prefix(text).text)
+    t = parse_line(text).time
     return t.replace(tzinfo=None) if t is not None else None
 
 
@@ -167,7 +167,7 @@ def compare_with_control(failing, control, failing_paths: list[str], control_pat
     """``failing`` and ``control``: ScanResults of the two runs."""
     from .ranks import rank_ranges
 
-    from .lineparse import parse_level, parse_prefix
+    from .lines.facts import parse_line
 
     rep = ControlReport(list(control_paths))
     fr = _rank_files(failing)
@@ -215,7 +215,7 @@ def compare_with_control(failing, control, failing_paths: list[str], control_pat
                     if n < stop:
                         last_before = (when, LineRef(p, n, t))
                 elif err is not None and when is not None and et is not None and when < et:
-                    if when >= et0 and parse_level(parse_prefix(t).text) == "error":
+                    if when >= et0 and parse_line(t).level == "error":
                         continue  # inside the error's second: the rank's own report of it
                     last_before = (when, LineRef(p, n, t))
             if first:
