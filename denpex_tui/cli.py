@@ -343,6 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-stat-rate", type=float, default=500.0, metavar="N",
                    help="with --follow: cap on stat/open calls per second while polling (protects a Lustre "
                         "MDS; 1024 files need ~2000 for ~1 s latency without inotify); default 500")
+    s.add_argument("--max-files", type=int, default=10000, metavar="N",
+                   help="with --follow: files followed at most (default 10000); deleted files in their grace period do not "
+                        "count, a newer attempt's files replace an older attempt's, the rest are counted and named")
     s.add_argument("--demo", action="store_true", help="scan the built-in demo job")
     s.add_argument("--io-timeout", type=float, default=60.0, metavar="S",
                    help="give up on a read or a directory listing that does not answer in S seconds (hung mount); default 60")

@@ -41,6 +41,9 @@ def add_parser(subparsers) -> None:
     w.add_argument("--max-stat-rate", type=float, default=500.0, metavar="N",
                    help="cap on stat/open calls per second while polling (protects a Lustre MDS; "
                         "1024 files need ~2000 for ~1 s latency without inotify); default 500")
+    w.add_argument("--max-files", type=int, default=10000, metavar="N",
+                   help="files followed at most (default 10000); deleted files in their grace period do not count, "
+                        "a newer attempt's files replace an older attempt's, the rest are counted and named")
     from denpex_tui.probes.remote_cli import add_arguments
 
     add_arguments(w)
@@ -155,7 +158,7 @@ def run(args, cfg) -> int:
         paths=paths, execs=list(args.exec_cmds), pids=list(args.pids), probe_paths=probe_paths,
         theme=args.theme or watch_cfg.get("theme"), processes=not args.demo, probes=not args.no_probes,
         discover=False if args.demo else None, notice=notice, root=common_root(paths),
-        max_stat_rate=args.max_stat_rate, all_users=args.all_users,
+        max_stat_rate=args.max_stat_rate, all_users=args.all_users, max_files=max(1, args.max_files),
         demo_root=tmp.name if args.demo else None, quiet_s=args.quiet_after, notify=args.notify,
         probe_specs=specs, probe_wait=float(args.wait) if specs else 20.0,
     )
