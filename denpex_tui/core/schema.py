@@ -233,6 +233,8 @@ def incident_from_json(j: dict[str, Any]) -> Incident:
         evidence=[str(e) for e in opt_list(j, "evidence", w)],
         summary=str(j.get("summary") or ""),
         unmapped=[str(u) for u in opt_list(j, "unmapped", w)],
+        logs_alone=str(j["logs_alone"]) if j.get("logs_alone") else None,
+        collectives=j.get("collectives") if isinstance(j.get("collectives"), dict) else None,
         hypotheses=[dict(h) for h in opt_list(j, "hypotheses", w) if isinstance(h, dict)],
     )
 

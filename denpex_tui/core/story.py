@@ -62,7 +62,13 @@ def _launcher_note(root: Incident, entries: list[FailureEntry]) -> str | None:
     own = "went silent" if "stall" in init.signature or "hang" in init.signature else "'s own error"
     mine_txt = (f" after rank {init.rank} went silent (its last line at {mine})" if own == "went silent"
                 else f" after rank {init.rank}'s own error" + (f" at {mine}" if mine else ""))
-    if theirs is not None:
+    per = init.fields.get("per")
+    if per in ("Flight Recorder dumps", "NCCL RAS"):
+        verdict = init.extra.get("verdict") or init.title
+        why = f"the {per} show it: {verdict}" if per.startswith("F") else f"NCCL RAS names it: {verdict}"
+        if theirs is not None:
+            why += f"; rank {r} failed of the consequence ({theirs.title})"
+    elif theirs is not None:
         why = f"rank {r} failed of the consequence ({theirs.title}"
         why += f", at {_when(theirs)})" if _when(theirs) else ")"
         why += mine_txt
