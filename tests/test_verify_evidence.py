@@ -167,7 +167,9 @@ def test_a_training_process_with_a_non_utf8_argv_does_not_break_the_bundle(tmp_p
     import time
 
     env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", b"train\xff\x1b[2J.py"], env=env)
+    # runs in the job's folder: tied to it (a bundle holds only the job's own processes)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", b"train\xff\x1b[2J.py"], env=env,
+                            cwd=FAIL)
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not os.path.exists(f"/proc/{proc.pid}/cmdline"):

@@ -66,6 +66,7 @@ class WatchOptions:
     clock: Callable[[], float] = time.time
     probe_interval: float = 5.0
     max_stat_rate: float = 500.0  # the tailer's cap on metadata calls per second
+    max_files: int = 10000  # the tailer's cap on followed files (live/filecap.py)
     all_users: bool = False  # follow other users' training processes too (issue 14)
     demo_root: str | None = None  # watch --demo: its checkpoint disk is the demo's simulated one
     notify: bool = False  # bell + OSC 9 desktop notification when the diagnosis changes
@@ -111,7 +112,8 @@ class DenpexApp(LevelActions, WatchActions, App):
         self.catalog = catalog
         self.engine = engine or Engine(options.paths, catalog, execs=options.execs, processes=options.processes,
                                        keep_lines=options.keep_lines, index=True,
-                                       tailer_options={"max_meta_per_s": options.max_stat_rate})
+                                       tailer_options={"max_meta_per_s": options.max_stat_rate,
+                                                       "max_files": options.max_files})
         self.state = WatchState()
         self.state.root = options.root
         self.probe = ProbeLoop(pids=options.pids, paths=options.probe_paths, discover=options.discover,

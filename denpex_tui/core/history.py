@@ -204,7 +204,23 @@ def _ranges(s: SourceInfo) -> list[_Task]:
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(nice: int, shared) -> None:
+def _die_with_parent(ppid: int) -> None:
+    """A pool worker dies with the scan that forked it (Linux PR_SET_PDEATHSIG): a scan killed
+    in its first second (``kill -TERM``, or SIGKILLed by the detached parent, cli.py) leaves no
+    worker reading on. If the scan is already gone, so is this worker."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+    if os.getppid() != ppid:
+        os._exit(1)
+
+
+def _worker_init(nice: int, shared, ppid: int | None = None) -> None:
+    if ppid is not None:
+        _die_with_parent(ppid)
     _WORKER["shared"] = shared
     if nice:
         try:
@@ -361,7 +377,7 @@ def _pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_timeou
     order = sorted(tasks, key=lambda t: -t.size)
     progress._shared = ctx.Value("q", 0)
     pool = ProcessPoolExecutor(max_workers=min(n_jobs, len(order)), initializer=_worker_init,
-                               initargs=(10 if polite else 0, progress._shared), mp_context=ctx)
+                               initargs=(10 if polite else 0, progress._shared, os.getpid()), mp_context=ctx)
     hung = False
     try:
         futures = {pool.submit(_worker_run, t, index, partial_tail): [t, None] for t in order}

@@ -130,13 +130,25 @@ def scan_paths(
     since: str | None = None,
     polite: bool = False,
     io_timeout: float | None = IO_TIMEOUT_S,
+    confine=None,
 ) -> ScanResult:
-    """Scan ``paths`` (files, directories, globs) as one job."""
+    """Scan ``paths`` (files, directories, globs) as one job. ``confine(path)``: why a
+    discovered file must not be read (an evidence bundle takes nothing from outside the job's
+    tree), or None; such files are left out with that warning."""
     t0 = time.perf_counter()
     since_dt = _parse_since(since)
     catalog = catalog or load_catalog(signature_dirs, include_user=include_user)
     matcher = Matcher(catalog, error_words=False)
     disc, warnings = _discover(paths, io_timeout)
+    if confine is not None:
+        kept = []
+        for s in disc.sources:
+            why = confine(s.path)
+            if why:
+                warnings.append(why)
+            else:
+                kept.append(s)
+        disc.sources[:] = kept
     warnings += [f"signatures: {p}" for p in catalog.problems]
     job = JobState()
     evidence = [s for s in disc.sources if s.kind in EVIDENCE_KINDS]

@@ -42,8 +42,21 @@ class Baseline:
 
     @classmethod
     def from_json(cls, j: dict[str, Any], source: str) -> "Baseline":
-        return cls([str(s) for s in j.get("signatures") or []], j.get("step"), list(j.get("where") or []),
-                   j.get("ranks"), source)
+        """From a bundle (untrusted): every field's type is checked (one-line ``SchemaError``)."""
+        from .schema import SchemaError, opt_int, opt_list
+
+        what = f"{source}: verify_baseline"
+        if not isinstance(j, dict):
+            raise SchemaError(f"{what}: not a JSON object")
+        sigs = opt_list(j, "signatures", what, str)
+        if not sigs:
+            raise SchemaError(f"{what}: names no signature")
+        where = opt_list(j, "where", what, dict)
+        for w in where:
+            opt_int(w, "rank", what)
+            opt_int(w, "step", what)
+            opt_int(w, "line", what)
+        return cls([str(s) for s in sigs], opt_int(j, "step", what), list(where), opt_int(j, "ranks", what), source)
 
 
 @dataclass

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from denpex_tui.core import bounded
 from denpex_tui.core.commands import DELETED_OPEN_TEMPLATE, deleted_open_command, render_command
 
 from .conditions import METRICS, parse_condition
@@ -400,7 +401,8 @@ def _p(v: float | None) -> str:
 def _measure_command(path: str | None) -> str | None:
     if not path:
         return None
-    d = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    # a path a log names: its stat goes through the bounded worker (a dead mount never hangs us)
+    d = path if bounded.isdir(path) else os.path.dirname(os.path.abspath(path))
     return _cmd("df -h -- {dir} && df -i -- {dir}", dir=d)
 
 
