@@ -459,9 +459,16 @@ class _BundleJob:
                                                schema.opt_int(s, "bytes", w) or 0, schema.opt_str(s, "error", w)))
         self._versions = {str(k): str(v) for k, v in schema.opt_dict(scan, "versions", "bundle scan").items()}
         self._markers = [schema.marker_from_json(m) for m in schema.opt_list(scan, "markers", "bundle scan")]
+        ranks = schema.opt_list(scan, "ranks", "bundle scan")  # the job's own count (older bundles: its sources')
+        if not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+            raise schema.SchemaError("bundle scan: 'ranks' must be a list of integers")
+        self._ranks = sorted(set(ranks) | {r for s in self._sources for r in s.ranks})
 
     def sources(self):
         return list(self._sources)
+
+    def ranks(self):
+        return list(self._ranks)
 
     def versions(self):
         return dict(self._versions)
