@@ -45,6 +45,17 @@ class ScanResult:
         # found in it is kept (see process_source)
         return sum(1 for r in self.job.results.values() if not r.errors or r.bytes)
 
+    def nothing_read(self, paths: list[str]) -> str:
+        """Why nothing could be read, as one line: the problem itself when there is one (``x: no
+        such file or directory``), else the first of them and how many more."""
+        why = [w for w in self.warnings if not w.startswith(_NO_LOGS)] or list(self.warnings)
+        if len(why) == 1:
+            return why[0]
+        head = "nothing could be read in " + ", ".join(paths)
+        if not why:
+            return head
+        return f"{head}: {why[0]}" + (f" (+{len(why) - 1} more)" if len(why) > 1 else "")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
@@ -58,6 +69,7 @@ class ScanResult:
         }
 
 
+_NO_LOGS = "no log files found in "
 _WORKER: dict[str, Any] = {}
 IO_TIMEOUT_S = 60.0
 
@@ -314,7 +326,7 @@ def scan_paths(
 
         findings = [f for f in findings if after(f)]
     if not disc.sources:
-        warnings.append("no log files found in " + ", ".join(paths))
+        warnings.append(_NO_LOGS + ", ".join(paths))
     return ScanResult(
         job=job,
         findings=findings,
