@@ -79,6 +79,9 @@ class DenpexApp(LevelActions, WatchActions, App):
     CSS_PATH = "app.tcss"
     BINDINGS = [
         Binding("q", "quit", "quit"),
+        # Textual binds ctrl+c to the screen's copy (and, with nothing selected, to a hint whose
+        # markup our toasts do not parse): in a terminal tool it quits, after copying a selection
+        Binding("ctrl+c", "interrupt", "quit (copies a mouse selection first)", show=False, priority=True),
         Binding("question_mark,f1", "help", "help"),
         Binding("f", "toggle_follow", "follow"),
         Binding("right_square_bracket", "finding(1)", "next finding"),
@@ -449,6 +452,17 @@ class DenpexApp(LevelActions, WatchActions, App):
         if msg.key != self._fix_key:
             return
         await self.query_one(FixPanel).show(msg.finding, msg.panel, msg.differential, msg.origin)
+
+    def action_interrupt(self) -> None:
+        """ctrl+c: copy the mouse selection if there is one (and say that ctrl+c again quits),
+        else quit as q does."""
+        text = self.screen.get_selected_text() if self.is_running else None
+        if text:
+            self.copy_to_clipboard(text)
+            self.screen.clear_selection()
+            self.notify("Copied the selection; ctrl+c again (or q) quits", timeout=4)
+            return
+        self.exit()
 
     def action_evidence(self) -> None:  # E: an evidence bundle (app/evidence_key.py)
         from denpex_tui.app.evidence_key import start
