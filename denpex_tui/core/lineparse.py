@@ -35,6 +35,7 @@ __all__ = [
     "set_prefix_template",
     "stream_labels",
     "label_kind",
+    "text_ranks",
 ]
 
 _MAX_PREFIX_ROUNDS = 6
@@ -210,8 +211,10 @@ FORMATS: tuple[PrefixFormat, ...] = (
     ),
 )
 
-# In-text rank markers (not prefixes): DeepSpeed/c10d "[Rank 3]", "[RANK 3]", Lightning "[rank: 3]".
-_TEXT_RANK = re.compile(r"\[(?:Rank|RANK|rank:) ?(?P<n>-?\d{1,7})\]")
+# In-text rank markers (not prefixes): DeepSpeed/c10d "[Rank 3]", "[RANK 3]", Lightning "[rank: 3]",
+# and a logging format's own tag, "[rank3]" or with the world size "[rank3/4]" (a DeepSpeed
+# launcher's console has no prefix: a trainer's format is the only thing naming the rank).
+_TEXT_RANK = re.compile(r"\[(?:Rank|RANK|rank:?) ?(?P<n>-?\d{1,7})(?:/\d{1,7})?\]")
 
 _template: list[PrefixFormat] = []
 _LEADING = {"kubectl", "pdsh"}
@@ -310,6 +313,15 @@ def stream_labels(data: bytes) -> dict[bytes, int]:
         if m:
             out[lab] = int(m.group(0))
     return out
+
+
+_TEXT_RANK_B = re.compile(rb"\[(?:Rank|RANK|rank:?) ?(\d{1,7})(?:/\d{1,7})?\]")
+
+
+def text_ranks(data: bytes, start: int = 0) -> set[int]:
+    """The ranks named by in-text tags (``[Rank 3]``, ``[rank3/4]``) in ``data[start:]``, found
+    in C: a console without prefixes has one stream per rank its lines name."""
+    return {int(n) for n in set(_TEXT_RANK_B.findall(data, start))}
 
 
 def label_kind(label: bytes) -> str:

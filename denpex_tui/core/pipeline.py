@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Callable
 
 from .catalog import Signature
-from .lineparse import ParsedLine, parse_line, stream_labels
+from .lineparse import ParsedLine, parse_line, stream_labels, text_ranks
 from .failreport import FB_START as _FB_START
 from .failreport import FailureReportMixin, _FBEntry
 from .matcher import ANCHORS, ERROR_WORDS, VERSION_RULES, Matcher
@@ -404,12 +404,12 @@ class SourceProcessor(TracebackMixin, FailureReportMixin):
     def _record_last_lines(self, data: bytes, offset: int) -> None:
         """The last timestamped line of each rank stream in this chunk (bounded backward scan,
         stopping as soon as every stream present in the chunk has been found)."""
-        if self.info.kind == "console":
-            want = len(stream_labels(data)) + (1 if b"[rank" in data or b"[Rank" in data else 0)
-        else:
-            want = 1
         end = len(data)
         limit = max(0, end - _LASTLINE_BYTES)
+        if self.info.kind == "console":  # one stream per label, and per rank the lines' own tags name
+            want = len(stream_labels(data)) + max(len(text_ranks(data, limit)), 1 if b"[rank" in data else 0)
+        else:
+            want = 1
         pos = end - 1  # the final newline
         found: set = set()
         lines_after = 0
