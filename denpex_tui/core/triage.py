@@ -44,6 +44,9 @@ from .matcher import tier_of
 from .model import Finding, Incident, iso
 from .ranks import rank_entry as _entry
 from .ranks import rank_ranges
+from .words import be, tally
+from .words import rank as _rank
+from .words import ranks as _ranks
 
 __all__ = ["triage", "rank_ranges", "WARNING_WINDOW", "consequence_of", "EPISODE", "SAME_CAUSE_WINDOW"]
 
@@ -132,7 +135,7 @@ def _effective(f: Finding, catalog: Catalog) -> tuple[str, str | None, list[int]
         ranks = [int(x) for x in re.split(r", ?", m.group("ranks") or m.group("ranks2"))]
     if ranks:
         if f.rank not in ranks:
-            return "collateral", f"it names rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)} as the faulty one", ranks
+            return "collateral", f"it names {_ranks(ranks)} as the faulty one", ranks
     sig = catalog.get(f.signature)
     if f.role == "initiating" and sig is not None and tier_of(sig) == 2:
         phrase = consequence_of(" ".join([f.text, *f.chained[:2]]))
@@ -273,7 +276,7 @@ def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, c
             evidence.append("no timestamp near the initiating error: order taken from line order")
         elif init.time_approx:
             evidence.append(
-                f"rank {init.rank}'s error has no timestamp of its own; its previous line in that file "
+                f"{_rank(init.rank)}'s error has no timestamp of its own; its previous line in that file "
                 f"is at {iso(init.time)}"
             )
         if same:
@@ -282,13 +285,13 @@ def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, c
                 and (order.when(s) or 0) - (order.when(init) or 0) > 1.0
                 for s in same
             )
-            ranks = rank_ranges([init.rank] + [s.rank for s in same])
+            rs = [init.rank] + [s.rank for s in same]
             if decided:
-                evidence.append(f"ranks {ranks} failed of the same cause; rank {init.rank} was first by its timestamp")
+                evidence.append(f"{_ranks(rs)} failed of the same cause; {_rank(init.rank)} was first by its timestamp")
                 confidence = "medium" if confidence == "high" else confidence
             else:
                 evidence.append(
-                    f"ranks {ranks} failed of the same cause ({init.signature}) at about the same time: a node- or "
+                    f"{_ranks(rs)} failed of the same cause ({init.signature}) at about the same time: a node- or "
                     "filesystem-level cause; which rank was first cannot be decided from these logs"
                 )
                 confidence = "low"
@@ -307,7 +310,7 @@ def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, c
             if t0 is None or t1 is None or rf.time_approx or init_first.time_approx or t1 - t0 < 1.0:
                 confidence = "medium"
                 evidence.append(
-                    f"rank {r.rank} also failed ({r.signature}); the order between them rests on approximate times"
+                    f"{_rank(r.rank)} also failed ({r.signature}); the order between them rests on approximate times"
                 )
         if init.rank in blamed:
             b = blamed[init.rank]
@@ -317,19 +320,17 @@ def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, c
             for c in collateral:
                 by_sig.setdefault(c.signature, []).append(c.rank)
             for sig, rs in by_sig.items():
-                evidence.append(f"ranks {rank_ranges(rs)}: {sig} (collateral)")
+                evidence.append(f"{_ranks(rs)}: {sig} (collateral)")
         for d in demoted[:3]:
-            evidence.append(f"rank {d.rank}'s {d.exc_type or d.signature} is collateral: {roles[id(d)][1]}")
+            evidence.append(f"{_rank(d.rank)}'s {d.exc_type or d.signature} is collateral: {roles[id(d)][1]}")
         _launcher_evidence(init, fentries, evidence, hypotheses)
         collateral.extend(agent_terminated(attempt, ranks_seen, {_rkey(c) for c in collateral} | exclude, all_fs,
                                            fentries, init))
         collateral.sort(key=lambda f: (f.rank if f.rank is not None else 1 << 30))
         summary = (
-            f"rank {init.rank if init.rank is not None else '?'} initiating: {init.title}"
-            f"{_phase_label(init.phase)} - {len(collateral)} collateral"
+            f"{_rank(init.rank)} initiating: {init.title}"
+            f"{_phase_label(init.phase)} - {tally(len(collateral), len(same))}"
         )
-        if same:
-            summary += f", {len(same)} same cause"
         return Incident(attempt, init, collateral, same, None, confidence, evidence, summary,
                         hypotheses=hypotheses[:_MAX_HYPOTHESES])
 
@@ -351,7 +352,8 @@ def _attempt_incident(attempt, errs, ctx, all_fs, ranks_seen, lasts, fentries, c
         extra = agent_terminated(attempt, ranks_seen, have, all_fs, fentries, inc.initiating)
         if extra:
             inc.collateral = sorted(inc.collateral + extra, key=lambda f: (f.rank if f.rank is not None else 1 << 30))
-            inc.evidence.append(f"ranks {rank_ranges([f.rank for f in extra])} were terminated by the launcher "
+            extra_ranks = [f.rank for f in extra]
+            inc.evidence.append(f"{_ranks(extra_ranks)} {be(len(set(extra_ranks)), past=True)} terminated by the launcher "
                                 "before they printed an error of their own (collateral)")
     return inc
 
@@ -384,7 +386,7 @@ def _blamed_incident(attempt, blamed: dict[int, Finding], coll, lasts, catalog) 
             init.path, init.line, init.text_line, init.offset, init.text = ll.path, ll.line, ll.line, ll.offset, ll.text
             init.time, init.node_key = ll.time, ll.node_key
     else:
-        init.title = f"Named as the faulty rank by rank {b.rank if b.rank is not None else '?'}'s {b.exc_type or b.title}"
+        init.title = f"Named as the faulty rank by {_rank(b.rank, 'a peer')}'s {b.exc_type or b.title}"
     init.fields = {**b.fields, "named_by": b.rank}
     collateral = []
     seen = set()
@@ -393,9 +395,9 @@ def _blamed_incident(attempt, blamed: dict[int, Finding], coll, lasts, catalog) 
             continue
         seen.add(f.rank)
         collateral.append(_entry(f, [f]))
-    evidence = [f"rank {b.rank if b.rank is not None else '?'} names rank {r} as the faulty rank: '{b.text[:200]}'; "
+    evidence = [f"{_rank(b.rank, 'a peer')} names rank {r} as the faulty rank: '{b.text[:200]}'; "
                 f"rank {r}'s own log is not in these logs (add it to see why it failed)"]
-    summary = f"rank {r} initiating: named as the faulty rank by its peer - {len(collateral)} collateral"
+    summary = f"rank {r} initiating: named as the faulty rank by its peer - {tally(len(collateral))}"
     return Incident(attempt, init, collateral, [], None, "medium", evidence, summary)
 
 
@@ -404,8 +406,8 @@ def _launcher_evidence(init: Finding, fentries, evidence: list[str], hypotheses:
     named = sorted({fe.rank for fe in root if fe.rank != init.rank})
     if named:
         evidence.append(
-            f"torchrun's Root Cause names rank{'s' if len(named) > 1 else ''} {rank_ranges(named)}; Denpex says "
-            f"rank {init.rank} because its own log shows the first initiating failure (launcher summaries are not "
+            f"torchrun's Root Cause names {_ranks(named)}; Denpex says "
+            f"{_rank(init.rank)} because its own log shows the first initiating failure (launcher summaries are not "
             "trusted: one per node agent, each names the first exit it saw, often a victim)"
         )
         for fe in root:
@@ -415,7 +417,7 @@ def _launcher_evidence(init: Finding, fentries, evidence: list[str], hypotheses:
                                    "rule": "per the launcher only (torchrun's Root Cause); the rank logs disagree"})
     sigterm = sorted({fe.rank for fe in fentries if fe.exitcode == -15})
     if sigterm:
-        evidence.append(f"the agent sent SIGTERM to ranks {rank_ranges(sigterm)} after the failure")
+        evidence.append(f"the agent sent SIGTERM to {_ranks(sigterm)} after the failure")
 
 
 def _hyp(f: Finding, rule: str) -> dict:

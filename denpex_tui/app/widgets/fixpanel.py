@@ -19,6 +19,7 @@ from denpex_tui.core.commands import RenderedCommand
 from denpex_tui.core.fixes import FixPanel as FixData
 from denpex_tui.core.model import Finding
 from denpex_tui.core.text import safe_str
+from denpex_tui.core.words import rank as rank_word
 
 __all__ = ["FixPanel", "CommandRow", "command_note"]
 
@@ -116,7 +117,7 @@ class FixPanel(VerticalScroll):
         def para(text: str, classes: str = "") -> None:
             widgets.append(Static(Text(safe_str(" ".join(text.split()))), classes=classes))
 
-        where = f"rank {finding.rank}" if finding.rank is not None else "rank ?"
+        where = rank_word(finding.rank, "no rank in its lines")
         title = Text(f"{'▶ ' if finding.role == 'initiating' else '· '}{where} · {finding.signature} · {finding.role}")
         widgets.append(Static(title, classes="fix-title"))
         widgets.append(Static(Text(safe_str(finding.title))))
