@@ -156,6 +156,8 @@ class FixPanel(VerticalScroll):
                 para(f"{i}. {step}")
         if data.commands:
             widgets.append(Static(Text("Verify: Enter/c/click copies (OSC 52); Denpex never runs them"), classes="fix-head"))
+            if data.values.get("relative"):  # what the paths in the commands are relative to
+                para("paths: " + data.values["relative"], classes="fix-dim")
             for i, cmd in enumerate(data.commands, 1):
                 widgets.append(CommandRow(cmd, i))
         if data.siblings:
