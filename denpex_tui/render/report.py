@@ -96,6 +96,9 @@ def _print_measured(con: Console, f: Finding, result: ScanResult) -> None:
         return
     values = incident_values(f, result.job)
     path = values.get("path") or values.get("dir")
+    if values.get("job_dir_known") is False:  # relative, and the job's directory unknown: not ours to guess
+        con.print(Text("  measured now: not measured: " + safe_str(values["relative"]), style="dim"))
+        return
     try:
         prober = Prober(paths=[values["dir"]] if values.get("dir") else [])
         sig = result.catalog.get(f.signature)
@@ -165,6 +168,8 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
                 con.print(Text("  fix:", style="bold"))
                 for i, step in enumerate(panel.fix, 1):
                     con.print(Text(f"    {i}. {step}"))
+            if panel.values.get("relative"):  # what the paths below are relative to
+                con.print(Text("  paths: " + safe_str(panel.values["relative"]), style="yellow"))
             linked = [r for r in panel.checklist if r.command is not None]
             if linked:
                 con.print(Text("  checklist, with the denpex command that answers each item:", style="bold"))
