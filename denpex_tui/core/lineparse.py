@@ -284,7 +284,9 @@ def parse_line(line: str, year_hint: int | None = None) -> ParsedLine:
         m = _TEXT_RANK.search(s, 0, 200)
         if m:
             p.rank = _int(m.group("n").lstrip("-")) if not m.group("n").startswith("-") else None
-            used.append("ds-rank")
+            # DeepSpeed's/c10d's '[Rank N]' (log_dist: rank 0 speaking for all), or a trainer's own tag
+            used.append("rank-tag" if m.group(0).startswith("[rank") and not m.group(0).startswith("[rank:")
+                        else "ds-rank")
     p.text = s
     p.formats = tuple(used)
     if p.time is None:
