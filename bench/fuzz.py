@@ -1,7 +1,7 @@
 """Coverage-guided fuzzing (atheris) of the pipeline, the line parsers and the catalog loader.
 
     pip install atheris
-    python bench/fuzz.py pipeline -atheris_runs=200000     # or: lineparse, catalog, text
+    python bench/fuzz.py pipeline -atheris_runs=200000     # or: lines, catalog, text
     python bench/fuzz.py pipeline -max_total_time=300
 
 Each target asserts the same invariants as tests/test_fuzz.py (no exception, every line
@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import atheris  # noqa: E402
 
 with atheris.instrument_imports():
-    from denpex_tui.core import lineparse, text
+    from denpex_tui.core import text
+    from denpex_tui.core.lines import facts, times
     from denpex_tui.core.catalog import _build, _Invalid, load_catalog
     from denpex_tui.core.matcher import Matcher
     from denpex_tui.core.model import SourceInfo
@@ -49,12 +50,12 @@ def fuzz_pipeline(data: bytes) -> None:
         assert all(ch == "\t" or ch >= " " for ch in f.text)
 
 
-def fuzz_lineparse(data: bytes) -> None:
+def fuzz_lines(data: bytes) -> None:
     s = data.decode("utf-8", "replace")
-    p = lineparse.parse_prefix(s)
+    p = facts.parse_line(s)
     assert p.text in s
-    lineparse.parse_time(s, 2026)
-    lineparse.parse_level(s)
+    times.line_time(s, 2026)
+    facts.parse_level(s)
 
 
 def fuzz_text(data: bytes) -> None:
@@ -73,7 +74,7 @@ def fuzz_catalog(data: bytes) -> None:
         pass
 
 
-TARGETS = {"pipeline": fuzz_pipeline, "lineparse": fuzz_lineparse, "text": fuzz_text, "catalog": fuzz_catalog}
+TARGETS = {"pipeline": fuzz_pipeline, "lines": fuzz_lines, "text": fuzz_text, "catalog": fuzz_catalog}
 
 if __name__ == "__main__":
     name = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in TARGETS else "pipeline"

@@ -90,9 +90,10 @@ def sim_mounts(root: str, fstype: str):
     """A mount table in which ``root`` is a network filesystem (``lustre``): polling
     and the metadata cap then behave as they would on Lustre (inotify is turned off
     too, since it would not see writes from other nodes there)."""
-    from denpex_tui.live._fsinfo import MountTable
+    from denpex_tui.probes.mounts import MountTable
 
-    return MountTable(f"/dev/root / ext4 rw 0 0\nmds@tcp:/fs {root} {fstype} rw 0 0\n")
+    return MountTable(text=f"22 1 8:1 / / rw - ext4 /dev/root rw\n"
+                           f"40 22 0:50 / {root} rw - {fstype} mds@tcp:/fs rw\n")
 
 
 def bench_latency(n_files: int, seconds: float, inotify: bool, cap: float | None) -> dict:

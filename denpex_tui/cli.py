@@ -241,9 +241,9 @@ def cmd_signatures(args, cfg) -> int:
             if not any(e.match for e in s.examples) and not s.evidence_only:
                 problems.append(_problem(s.path, "examples", "no matching example line: the pack cannot be tested"))
             for e in s.examples:
-                from denpex_tui.core.lineparse import strip_prefixes
+                from denpex_tui.core.lines.facts import parse_line
 
-                got = s.matches(strip_prefixes(e.line))
+                got = s.matches(parse_line(e.line).text)
                 if got != e.match:
                     problems.append(
                         _problem(s.path, "examples", f"line {'does not match' if e.match else 'matches'}: {e.line[:80]}")
@@ -338,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "MDS; 1024 files need ~2000 for ~1 s latency without inotify); default 500")
     s.add_argument("--demo", action="store_true", help="scan the built-in demo job")
     s.add_argument("--io-timeout", type=float, default=60.0, metavar="S",
-                   help="give up on a file or directory that makes no progress for S seconds (hung mount); default 60")
+                   help="give up on a read or a directory listing that does not answer in S seconds (hung mount); default 60")
     s.add_argument("--verbose", "-v", action="store_true", help="also list warning-level findings")
     s.add_argument("--no-measure", action="store_true",
                    help="do not measure the failing path and local processes now (the ENOSPC/EMFILE differential)")
@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         _setup_debug(args.debug)
         if args.log_line_prefix_template:
-            from denpex_tui.core.lineparse import set_prefix_template
+            from denpex_tui.core.lines.formats import set_prefix_template
 
             try:
                 set_prefix_template(args.log_line_prefix_template)

@@ -10,10 +10,13 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 from test_app_support import make_app, shown_lines, until
 
-from denpex_tui.app.lineindex import CHECKPOINT_BYTES, MAX_SHOW, FileIndex
+from denpex_tui.core.lines.chunk import chunk_lines
+from denpex_tui.core.lines.index import CHECKPOINT_BYTES, MAX_SHOW, FileIndex
+from denpex_tui.core.lines.reader import read_chunks
 from denpex_tui.app.timeline import Timeline
 from denpex_tui.app.widgets.logview import LogView
 
@@ -41,11 +44,11 @@ def test_finished_multi_rank_job_is_merged_by_time_with_tracebacks_attached():
     assert len(starts) == 4 and max(starts) < first_step
     # time never goes backwards in the merged order (a line's time: its own, never earlier than
     # the one before it in its file)
-    from denpex_tui.app.lineinfo import line_facts
+    from denpex_tui.core.lines.facts import parse_line
     latest: dict[int, float] = {}
     times = []
     for (sid, _l), x in zip(rows, texts):
-        t = line_facts(x).time
+        t = parse_line(x).epoch
         if t is not None:
             latest[sid] = max(t, latest.get(sid, t))
             times.append(latest[sid])
@@ -74,17 +77,26 @@ def test_line_index_reads_back_any_line_and_bounds_a_huge_one(tmp_path):
         f.write(b"x" * huge + b"\n")
         f.write(b"after the long line\n")
         f.write(b"unterminated")
-    idx = FileIndex(str(p), 0)
-    idx.count_to(os.path.getsize(p))
-    assert idx.lines == 5003
+    def index(chunk: int) -> FileIndex:
+        idx = FileIndex(str(p), 0)
+        box: dict = {}
+        for off, data in read_chunks(str(p), chunk=chunk, progress=box):
+            idx.add(chunk_lines(off, data, console=False, year_hint=2026))
+        idx.end = box["stop"]
+        return idx
+
+    idx = index(1 << 20)
+    assert idx.lines == 5003 and idx.end == os.path.getsize(p)
     assert idx.read_lines(4321, 1)[0][0].endswith(b"line 4321")
     (raw, cut), (after, cut2), (last, cut3) = idx.read_lines(5000, 3)
     assert cut and len(raw) == MAX_SHOW and not cut2 and after == b"after the long line"
     assert last == b"unterminated" and not cut3
-    idx2 = FileIndex(str(p), 0)
-    recs = list(idx2.records(os.path.getsize(p)))
-    assert sum(r.lines for r in recs) == 5003 and recs[-1].lines == 4  # line 4999 and the 3 lines after it
+    first, _t = idx.take_records()
+    counts = list(np.diff(np.append(first, idx.lines)))
+    assert sum(counts) == 5003 and counts[-1] == 4  # line 4999 and the 3 lines after it
+    idx2 = index(4096)  # the same index, whatever the chunks
     assert idx2.read_lines(2500, 1) == idx.read_lines(2500, 1)
+    assert list(idx2.take_records()[0]) == list(first)
 
 
 def _write_big(path, total: int) -> str:

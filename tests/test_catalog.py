@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from denpex_tui.core.catalog import BUILTIN_DIR, load_catalog, load_pack
-from denpex_tui.core.lineparse import strip_prefixes
+from denpex_tui.core.lines.facts import parse_line
 
 REQUIRED = [
     "deepspeed.nvme-offload-enospc", "deepspeed.fastfilewriter-fd-leak", "os.enospc", "os.emfile", "os.edquot",
@@ -39,7 +39,7 @@ def test_signature_example(catalog, matcher, sid, line, expected):
     """Every signature has real positive and negative lines; the best match of a positive
     line is the signature itself (or one that refines it)."""
     sig = catalog.get(sid)
-    text = strip_prefixes(line)
+    text = parse_line(line).text
     if not sig.evidence_only:
         assert sig.matches(text) is expected
     det = matcher.detect(text)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from denpex_tui.core.lineparse import strip_prefixes
+from denpex_tui.core.lines.facts import parse_line
 from denpex_tui.core.scan import scan_paths
 
 from helpers import CORPUS
@@ -102,7 +102,7 @@ def _same_line_as_truth(t, init):
     with open(init.path, encoding="utf-8", errors="replace") as fh:
         for i, line in enumerate(fh, 1):
             if i == init.line:
-                return strip_prefixes(line.rstrip("\n")) == strip_prefixes(fe["text"])
+                return parse_line(line.rstrip("\n")).text == parse_line(fe["text"]).text
     return False
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from denpex_tui.core.catalog import load_catalog
 from denpex_tui.core.detect import ERRNOS, ErrnoDetector, ExceptionDetector, FatalDetector
-from denpex_tui.core.lineparse import strip_prefixes
+from denpex_tui.core.lines.facts import parse_line
 from denpex_tui.core.matcher import Matcher
 
 ERRNO = ErrnoDetector()
@@ -39,7 +39,7 @@ def matcher():
     ],
 )
 def test_errno_in_every_spelling(line, sig, errno, path):
-    got = ERRNO.detect(strip_prefixes(line))
+    got = ERRNO.detect(parse_line(line).text)
     assert got is not None and got[0] == sig and got[1]["errno"] == errno
     assert got[1].get("path") == path
 

@@ -206,15 +206,17 @@ def test_fifo_device_symlink_loop_and_deleted_file(tmp_path):
     assert r.incidents and r.incidents[0].initiating.signature == "os.enospc"
     assert any("not a regular file" in w for w in r.warnings)
 
+    from denpex_tui.core.history import read_history
     from denpex_tui.core.matcher import Matcher
-    from denpex_tui.core.scan import process_source
     from denpex_tui.core.sources import discover
 
     (d / "gone-rank1.log").write_text(ENOSPC + "\n")
     src = [s for s in discover([str(d)]).sources if "gone" in s.path][0]
     os.unlink(src.path)  # deleted between listing and reading
-    res = process_source(src, Matcher(r.catalog))
-    assert res.errors and "no such file" in res.errors[0]
+    got = []
+    read_history([src], Matcher(r.catalog), got.append)
+    errors = got[0].processor.errors
+    assert errors and "no such file" in errors[0]
 
 
 def test_directory_with_100000_files(tmp_path):
@@ -366,7 +368,7 @@ def test_eio_and_hung_files_cost_only_their_own_source(faulty_mount, tmp_path):
     assert time.perf_counter() - t0 < 60
     assert r.returncode == 1, r.stderr
     assert "eio-rank1.log: read error (Input/output error)" in r.stderr
-    assert "hang-rank2.log: no progress for 2 s (hung filesystem?)" in r.stderr
+    assert "hang-rank2.log: a read did not answer in 2 s (hung filesystem?)" in r.stderr
     assert "hungdir: no answer for 2 s" in r.stderr or "hungdir: no progress" in r.stderr
     doc = json.loads(r.stdout)
     ranks = {f["rank"] for f in doc["findings"] if f["signature"] == "os.enospc"}

@@ -5,26 +5,20 @@ from datetime import datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from denpex_tui.core.lineparse import parse_level, parse_prefix, parse_time
+from denpex_tui.core.lines.facts import parse_level, parse_line as parse_prefix
+from denpex_tui.core.lines.times import line_time
+
+
+def parse_time(text, year_hint=None):
+    st = line_time(text, year_hint)
+    return (st.dt, st.written) if st else (None, None)
 
 
 def test_torchrun_tee_and_rank_prefixes():
     p = parse_prefix("[default2]:[rank2]: RuntimeError: basic_ios::clear: iostream error")
     assert (p.local_rank, p.rank, p.text) == (2, 2, "RuntimeError: basic_ios::clear: iostream error")
     p = parse_prefix("[default0]:2026-11-29 17:40:16,720 INFO [rank0/4] train: Saving checkpoint step 75")
-    assert p.local_rank == 0 and p.rank == 0  # the prefix names the local rank, the format's tag the rank
-
-
-def test_a_logging_formats_rank_tag_names_the_rank():
-    """A DeepSpeed launcher's console has no rank prefix: the trainer's own format ('[rank1/2]',
-    '[rank1]') is the only thing that names the rank of a clean run's lines (issue 20: a
-    two-rank clean control was read as one rank)."""
-    from denpex_tui.core.lineparse import parse_line
-
-    assert parse_line("2026-12-01 21:29:53,247 INFO [rank1/2] ds_train: step 10/60 loss 2.7625").rank == 1
-    assert parse_line("2026-11-29 17:50:37,616 INFO [rank3] compilers.C.base: gcc -c /tmp/tmpwanbvryk/test.c").rank == 3
-    assert parse_line("[2024-04-09 15:39:37,942] [INFO] [logging.py:96:log_dist] [Rank 0] Saving").rank == 0
-    assert parse_line("loss went up at step 3/4 [ranking metric] 0.3").rank is None
+    assert p.local_rank == 0 and p.rank == 0  # the trainer's own "[rank0/4]" (rank of world size)
 
 
 def test_deepspeed_rank_srun_and_pdsh():
@@ -68,3 +62,13 @@ def test_parsers_never_raise(text):
     assert p.text in text
     parse_time(text, 2026)
     parse_level(text)
+
+
+def test_a_logging_formats_rank_tag_names_the_rank():
+    """A DeepSpeed launcher's console has no rank prefix: the trainer's own format ('[rank1/2]',
+    '[rank1]') is the only thing that names the rank of a clean run's lines (issue 20: a
+    two-rank clean control was read as one rank)."""
+    assert parse_prefix("2026-12-01 21:29:53,247 INFO [rank1/2] ds_train: step 10/60 loss 2.7625").rank == 1
+    assert parse_prefix("2026-11-29 17:50:37,616 INFO [rank3] compilers.C.base: gcc -c /tmp/tmpwanbvryk/t.c").rank == 3
+    assert parse_prefix("[2024-04-09 15:39:37,942] [INFO] [logging.py:96:log_dist] [Rank 0] Saving").rank == 0
+    assert parse_prefix("loss went up at step 3/4 [ranking metric] 0.3").rank is None

@@ -3,7 +3,9 @@ lines that must not be taken for a prefix, and numbers out of any sane range."""
 
 import pytest
 
-from denpex_tui.core.lineparse import FORMATS, compile_prefix_template, parse_line, set_prefix_template, stream_labels
+from denpex_tui.core.lines.chunk import stream_labels
+from denpex_tui.core.lines.facts import parse_line
+from denpex_tui.core.lines.formats import FORMATS, compile_prefix_template, set_prefix_template
 
 EXAMPLES = [(f.name, ex) for f in FORMATS for ex in f.examples]
 

@@ -4,6 +4,7 @@ logs) and on the corpus trees themselves."""
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -183,11 +184,14 @@ def test_corpus_trees():
 
 
 def test_binary_files_are_skipped(tmp_path):
-    (tmp_path / "core.bin").write_bytes(b"\0\x01\x02Saving model checkpoint: /ckpt/a/b.pt\n")
+    # a real binary (an executable's first page) that happens to hold the text: not a log
+    with open(sys.executable, "rb") as fh:
+        head = fh.read(4096)
+    (tmp_path / "core.bin").write_bytes(head + b"Saving model checkpoint: /ckpt/a/b.pt\n")
     (tmp_path / "ok.log").write_text("[Rank 0] Saving model checkpoint: /ckpt/a/b.pt\n")
     s = scan_logs([str(tmp_path)])
     assert s.files_read == 1
-    assert s.files_skipped == [(str(tmp_path / "core.bin"), "binary")]
+    assert s.files_skipped == [(str(tmp_path / "core.bin"), "binary file, not a log: skipped")]
     assert [w.wanted for w in s.watch] == ["/ckpt"]
 
 

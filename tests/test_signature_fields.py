@@ -6,7 +6,7 @@ import re
 import pytest
 
 from denpex_tui.core.catalog import BUILTIN_DIR, load_pack
-from denpex_tui.core.lineparse import strip_prefixes
+from denpex_tui.core.lines.facts import parse_line
 
 # The field names consumers know; a typo in a pack's group name would silently drop the field.
 KNOWN = {
@@ -45,7 +45,7 @@ def test_positive_examples_yield_fields(sig):
     for e in sig.examples:
         if not e.match:
             continue
-        text = strip_prefixes(e.line)
+        text = parse_line(e.line).text
         first = next(p for p in sig.patterns if p.search(text))
         if _GROUP.search(first.source):
             assert _fields(sig, text), f"{sig.id}: no field from {e.line!r}"
@@ -95,7 +95,7 @@ CASES = [
 @pytest.mark.parametrize("sid,line,expected", CASES, ids=[c[0] for c in CASES])
 def test_field_values(sid, line, expected):
     sig = next(s for s in _sigs() if s.id == sid)
-    assert _fields(sig, strip_prefixes(line)) == expected
+    assert _fields(sig, parse_line(line).text) == expected
 
 
 def test_redacted_pid_is_no_field():

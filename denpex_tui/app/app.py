@@ -23,7 +23,7 @@ from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.model import Finding
 from denpex_tui.core.text import safe_str
 from denpex_tui.core.words import count
-from denpex_tui.live.engine import Engine, FindingEvent, IncidentEvent, LinesEvent
+from denpex_tui.live.engine import Engine, FindingEvent, HistoryDone, HistoryProgress, IncidentEvent, LinesEvent
 from denpex_tui.live.proctable import ProcessEvent
 from denpex_tui.live.sources import SourceEvent
 from denpex_tui.live.stall import StallCleared, StallEvent
@@ -32,7 +32,7 @@ from . import explaining
 from .actions import PANES, WatchActions
 from .levels import LevelActions
 from .feed import feed
-from .messages import (EngineBatch, EngineDone, FirstErrors, FixReady, Measured, ProbeUpdate, TimelineChanged,
+from .messages import (EngineBatch, EngineDone, FixReady, Measured, ProbeUpdate, TimelineChanged,
                        ViewReady)
 from .model import WatchState
 from .probing import ProbeLoop
@@ -115,7 +115,7 @@ class DenpexApp(LevelActions, WatchActions, App):
         self.options = options
         self.catalog = catalog
         self.engine = engine or Engine(options.paths, catalog, execs=options.execs, processes=options.processes,
-                                       keep_lines=options.keep_lines, history_lines=False,
+                                       keep_lines=options.keep_lines, index=True,
                                        tailer_options={"max_meta_per_s": options.max_stat_rate})
         self.state = WatchState()
         self.state.root = options.root
@@ -277,6 +277,13 @@ class DenpexApp(LevelActions, WatchActions, App):
                 findings.append(ev.finding)
             elif isinstance(ev, IncidentEvent):
                 incidents = ev.incidents
+            elif isinstance(ev, HistoryProgress):
+                st.reading(ev.read, ev.total)
+            elif isinstance(ev, HistoryDone):
+                st.read_all(ev.read, ev.total, ev.seconds)
+                self.timeline_worker.history(ev.indexes, ev.infos)
+                for w in ev.warnings:
+                    self.notify(w, title="source", severity="warning")
             elif isinstance(ev, ProcessEvent):
                 st.process(ev.rank, ev.state)
             elif isinstance(ev, StallEvent):
@@ -326,12 +333,6 @@ class DenpexApp(LevelActions, WatchActions, App):
         log.grow()
         if msg.retag:  # the rows drawn show ranks the job has mapped since
             log.rebuild()
-
-    def on_first_errors(self, msg: FirstErrors) -> None:
-        if self._exit or not self.is_running:
-            return
-        self.state.set_first_lines(msg.first)
-        self._refresh()
 
     def set_log_filter(self, rank: int | None, hide_copies: bool = True, jump: int | None = None) -> None:
         """Ask the timeline thread for the rows of a filter; shown when ready (ViewReady)."""
@@ -387,7 +388,8 @@ class DenpexApp(LevelActions, WatchActions, App):
         if st.ranks:
             log.fit_rank(max(st.ranks))
         level, text = st.diagnosis(now)
-        extra = " · ".join(x for x in (self._gauge_alert, "engine stopped" if self.engine_done else "") if x)
+        extra = " · ".join(x for x in (st.history_text(), self._gauge_alert,
+                                       "engine stopped" if self.engine_done else "") if x)
         if log.rank_filter is not None:
             extra = f"log: rank {log.rank_filter} only (a: all)" + (f" · {extra}" if extra else "")
         quiet = time.monotonic() - self._last_lines >= self.options.quiet_s  # nothing new: a screen that changes once a minute

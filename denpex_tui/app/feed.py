@@ -65,6 +65,7 @@ def summarize(engine: Engine, pairs: set[tuple], seen_markers: set[tuple]) -> Jo
     s.findings = job.findings()
     s.incidents = list(engine.incidents)
     s.failure_entries = job.failure_entries()
+    s.first_errors = job.first_errors()
     s.attempts = len(by_attempt) if by_attempt else 1
     for r in job.results.values():  # local ranks the history showed (no line objects for it)
         nk = r.info.node_key

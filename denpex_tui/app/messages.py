@@ -10,7 +10,7 @@ from typing import Any
 from textual.message import Message
 
 __all__ = ["EngineBatch", "EngineDone", "ProbeUpdate", "Measured", "FixReady", "ExplainReady", "TimelineChanged",
-           "ViewReady", "SearchDone", "FirstErrors", "LevelsDone"]
+           "ViewReady", "SearchDone", "LevelsDone"]
 
 
 class EngineBatch(Message):
@@ -102,14 +102,6 @@ class SearchDone(Message):
         self.gen = gen
         self.query = query
         self.matches = matches  # sorted merged rows (seqs) that match, and whether the list is whole
-
-
-class FirstErrors(Message):
-    """Each rank's own first error line (app.firsterror.FirstError by rank)."""
-
-    def __init__(self, first: dict) -> None:
-        super().__init__()
-        self.first = first
 
 
 class LevelsDone(Message):

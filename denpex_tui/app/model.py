@@ -80,6 +80,7 @@ class JobSummary:
     findings: list[Finding] = field(default_factory=list)  # merged, best copy of each (job.findings())
     incidents: list[Incident] = field(default_factory=list)  # the engine's latest triage
     failure_entries: list = field(default_factory=list)  # torchelastic's failure reports (Root Cause)
+    first_errors: dict = field(default_factory=dict)  # rank -> core.firsterror.FirstError (its own first error line)
     attempts: int = 1
 
 
@@ -90,7 +91,7 @@ class RankRow:
     source: str | None = None
     last_seen: float | None = None  # wall time of its last line (arrival, else the log's time)
     first_error: Finding | None = None
-    first_line: Any = None  # app.firsterror.FirstError: its own first error line (time, approx)
+    first_line: Any = None  # core.firsterror.FirstError: its own first error line (time, approx)
     roles: set[str] = field(default_factory=set)
     warnings: int = 0
     exited: bool = False
@@ -148,6 +149,9 @@ class WatchState:
         self.root: str | None = None  # common folder of the sources (for short paths)
         self.last_line: float | None = None  # wall time of the newest line, ranked or not (arrival, else log time)
         self.version = 0  # bumped on every change the screen must show
+        self.history: tuple[int, int] | None = None  # (bytes read, total) while the history is read
+        self.history_complete = False
+        self.history_s: float | None = None  # wall time the history pass took
 
     # -- events -----------------------------------------------------------------------------
 
@@ -241,6 +245,8 @@ class WatchState:
             t = s.last_log.get(r)
             if t is not None and (row.last_seen is None or t > row.last_seen):
                 row.last_seen = min(t, now)
+        for r, fe in s.first_errors.items():
+            self.rank(r).first_line = fe
         self.version += 1
 
     def saw_lines(self, ranks_seen: dict[int, float], now: float | None = None) -> None:
@@ -254,10 +260,27 @@ class WatchState:
                 row.last_seen = t
         self.version += 1
 
-    def set_first_lines(self, first: dict) -> None:
-        for r, fe in first.items():
-            self.rank(r).first_line = fe
+    def reading(self, read: int, total: int) -> None:
+        self.history = (read, total)
         self.version += 1
+
+    def read_all(self, read: int, total: int, seconds: float) -> None:
+        self.history = (read, total)
+        self.history_complete = True
+        self.history_s = seconds
+        self.version += 1
+
+    @property
+    def reading_history(self) -> bool:
+        return self.history is not None and not self.history_complete
+
+    def history_text(self) -> str:
+        """``reading history 43 % · 84 of 196 MB`` until every file's history is read."""
+        if not self.reading_history:
+            return ""
+        read, total = self.history
+        pct = int(100 * read / total) if total else 100
+        return f"reading history {pct} % · {_mb(read)} of {_mb(total)}"
 
     def process(self, rank: int | None, state: str) -> None:
         if rank is None:
@@ -346,7 +369,10 @@ class WatchState:
         errors = [g for g in self.groups.values() if g.is_error]
         if errors:
             g = min(errors, key=lambda g: g.first.sort_key() if g.first else (float("inf"),))
-            return "error", safe_str(f"{g.rank_text}: {g.title} (no incident yet)")
+            so_far = "so far: " if self.reading_history else ""
+            return "error", safe_str(f"{so_far}{g.rank_text}: {g.title} (no incident yet)")
+        if self.reading_history:
+            return "ok", "no failure signature so far (the history is still being read)"
         if not self.ranks:
             if not self.summary.lines:
                 return "ok", "waiting for log lines"
@@ -365,3 +391,7 @@ class WatchState:
         oldest_r = max(known, key=lambda r: known[r])
         return "ok", (f"healthy · {count(len(self.ranks), 'rank')}, no failure signature · last line {fmt_age(newest)} ago"
                       + (f", quietest rank {oldest_r} {fmt_age(known[oldest_r])}" if len(known) > 1 else ""))
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.0f} MB" if n >= 10e6 else f"{n / 1e6:.1f} MB"

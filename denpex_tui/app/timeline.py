@@ -1,17 +1,16 @@
 """The merged timeline: every line of every source of the job, in time order (no Textual here).
 
-A k-way merge by timestamp over the sources' records (a timestamped line and the untimestamped
-lines after it, see :mod:`~denpex_tui.app.lineindex`): a traceback stays under its message in
-its own source; a source with no timestamp at all keeps its line order and is placed at its
-last write (mtime). Lines that arrive while following are merged by time within each refresh
-and appended after what is already there (the screen never reorders under the user).
+Its order is the merge of the sources' records (:mod:`denpex_tui.core.lines.merge`): a
+timestamped line and the untimestamped lines after it in its file (a traceback stays under its
+message), a source without any timestamp after its timed sibling's last line or at its mtime.
+The history's indexes come from the engine's history pass (the files are read once); lines that
+arrive while following are read through the same reader and line facts, merged by time within
+each refresh and appended after what is already there (the screen never reorders under the user).
 
-Memory, per merged line: one byte (which source; two beyond 255 sources), plus four bytes in
-the default view once it hides something (the console's copies of per-rank lines) and four per
+Memory, per merged line: one byte (which source; two beyond 255 sources), plus four bytes in the
+default view once it hides something (the console's copies of per-rank lines) and four per
 console line (its rank tags); plus the sources' checkpoints (about 0.75 MB per GB) and a 4 MB
-text cache. For lines of ~130 bytes (~8 M lines per GB): ~8 MB per GB for plain rank files,
-up to ~70 MB per GB for a torchrun console with per-rank files; texts are read back from the
-files for the rows on screen.
+text cache. Texts are read back from the files for the rows on screen.
 
 Row ``seq`` (a line's position in the whole merge) is stable: filtered views are lists of seqs.
 Written by one builder thread, read by the screen: everything is appended, and readers only
@@ -27,18 +26,21 @@ import threading
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Iterable
 
+import numpy as np
+
+from denpex_tui.core.lines.chunk import chunk_lines, untag
+from denpex_tui.core.lines.index import FileIndex
+from denpex_tui.core.lines.merge import Runs, merge_runs
+from denpex_tui.core.lines.reader import SourceError, read_chunks
 from denpex_tui.core.model import SourceInfo
 from denpex_tui.core.sources import classify, discover
 from denpex_tui.core.text import SafeText, safe_line
 
-from .lineindex import FileIndex, Record
-
 __all__ = ["Timeline", "View", "SourceMeta"]
 
 BLOCK = 4096
-FAST_BYTES = 64 << 20  # a job of one file this big is indexed without reading its lines' times
 TEXT_CACHE_BYTES = 4 << 20
 
 
@@ -47,8 +49,11 @@ class SourceMeta:
     name: str  # the source as the engine names it (findings' paths)
     info: SourceInfo
     index: FileIndex
-    tags: array | None = None  # consoles: rank tag per line (None: not read yet)
     spool: object | None = None  # an --exec command's lines, written to a private file
+
+    @property
+    def tags(self) -> array | None:
+        return self.index.tags
 
 
 @dataclass
@@ -77,12 +82,43 @@ class View:
         return bisect.bisect_left(self.seqs, seq)
 
 
+class _Rows:
+    """Which source each merged row is from: a growable numpy array, one byte per row until
+    the 255th source, two after."""
+
+    def __init__(self) -> None:
+        self.a = np.zeros(1 << 16, dtype=np.uint8)
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        return self.a[:self.n][i]
+
+    def widen(self) -> None:
+        if self.a.dtype == np.uint8:
+            self.a = self.a.astype(np.uint16)
+
+    def extend(self, values: np.ndarray) -> None:
+        need = self.n + len(values)
+        if need > len(self.a):
+            grown = np.zeros(max(need, 2 * len(self.a)), dtype=self.a.dtype)
+            grown[:self.n] = self.a[:self.n]
+            self.a = grown
+        self.a[self.n:need] = values
+        self.n = need
+
+    def view(self, a: int = 0, b: int | None = None) -> np.ndarray:
+        return self.a[a:self.n if b is None else min(b, self.n)]
+
+
 class Timeline:
     def __init__(self) -> None:
         self.sources: list[SourceMeta] = []
         self.by_name: dict[str, int] = {}
-        self.src: bytearray | array = bytearray()
-        self.ck: list[array] = []  # per BLOCK rows: each source's line count before the block
+        self.src = _Rows()
+        self.ck: list[np.ndarray] = []  # per BLOCK rows: each source's line count before the block
         self.counts: list[int] = []
         self.rows = 0
         self.default = View(None, "default")  # every row, until a line is hidden
@@ -98,21 +134,13 @@ class Timeline:
 
     # -- sources ---------------------------------------------------------------------------
 
-    def add_paths(self, paths: list[str]) -> None:
-        try:
-            found = discover(paths).sources
-        except Exception:  # a bad path: the engine reports it; the timeline just has less
-            found = []
-        for info in found:
-            self._add(info.path, info)
-
-    def _add(self, name: str, info: SourceInfo, read_path: str | None = None) -> int:
+    def _add(self, name: str, info: SourceInfo, index: FileIndex | None = None, read_path: str | None = None) -> int:
         sid = len(self.sources)
-        if sid == 255 and isinstance(self.src, bytearray):
-            self.src = array("H", self.src)
-        console = info.kind == "console"
-        meta = SourceMeta(name, info, FileIndex(read_path or name, sid, console=console))
-        self.sources.append(meta)
+        if sid == 255:
+            self.src.widen()
+        idx = index or FileIndex(read_path or name, sid, console=info.kind == "console")
+        idx.sid = sid
+        self.sources.append(SourceMeta(name, info, idx))
         self.by_name.setdefault(name, sid)
         self.by_name.setdefault(os.path.realpath(name), sid)
         self.counts.append(0)
@@ -144,85 +172,128 @@ class Timeline:
             return None
         return self._add(name, classify(name, len(self.sources)))
 
-    # -- rank of a line --------------------------------------------------------------------
-
-    def rank_of_tag(self, sid: int, tag: int) -> int | None:
-        local = (tag >> 16) - 1
-        if local >= 0:
-            g = self.rank_map.get((self.sources[sid].info.node_key, local))
-            if g is not None:
-                return g
-        r = (tag & 0xFFFF) - 1
-        return r if r >= 0 else None
-
-    def source_rank(self, sid: int) -> int | None:
-        info = self.sources[sid].info
-        if info.file_rank is not None:
-            return info.file_rank
-        if info.exec_rank is not None:
-            return info.exec_rank
-        if info.local_rank is not None:
-            return self.rank_map.get((info.node_key, info.local_rank))
-        return None
-
-    def is_copy(self, sid: int, tag: int) -> bool:
-        """A console line that has its own per-rank file: hidden by default."""
-        local = (tag >> 16) - 1
-        if local >= 0 and (self.sources[sid].info.node_key, local) in self.file_locals:
-            return True
-        r = (tag & 0xFFFF) - 1
-        return r >= 0 and r in self.file_ranks
-
     # -- building --------------------------------------------------------------------------
 
-    def _append(self, sid: int, n: int, tags: list[int] | None) -> None:
-        """n lines of source sid (its next ones) at the end of the merge."""
-        meta = self.sources[sid]
-        start = self.rows
-        left = n
-        while left:
-            if start % BLOCK == 0:
-                self.ck.append(array("Q", self.counts))
-            take = min(left, BLOCK - start % BLOCK)
-            if isinstance(self.src, bytearray):
-                self.src.extend(bytes((sid,)) * take)
-            else:
-                self.src.extend([sid] * take)
-            self.counts[sid] += take
-            start += take
-            left -= take
-        kind = meta.info.kind
-        d = self.default
-        if kind == "console" and tags is not None:
-            if meta.tags is None:
-                meta.tags = array("i")
-            meta.tags.extend(tags)
-            hidden = [self.is_copy(sid, t) for t in tags]
-            if any(hidden) and d.seqs is None:  # the first hidden line: the view becomes a list
-                d.seqs = array("I", range(self.rows))
-            if d.seqs is not None:
-                d.seqs.extend(self.rows + j for j, h in enumerate(hidden) if not h)
-        elif kind == "error-json":
-            if d.seqs is None:
-                d.seqs = array("I", range(self.rows))
-        elif d.seqs is not None:
-            d.seqs.extend(range(self.rows, self.rows + n))
-        self.rows = start
-
-    def build(self, progress: Callable[[], None] | None = None) -> None:
-        """Index and merge every source's history (the builder thread)."""
+    def adopt(self, indexes: dict[str, FileIndex], infos: dict[str, SourceInfo]) -> None:
+        """The history, as the engine's history pass indexed it: merged by time."""
         with self.lock:
             self.building = True
             try:
-                self._build(progress)
+                order = sorted(indexes, key=lambda p: infos[p].order if p in infos else 0)
+                sids = [self._add(p, infos.get(p) or classify(p), indexes[p]) for p in order]
+                for sid in sids:
+                    self.sources[sid].index.size()  # its identity, for the stale check
+                self._merge(sids)
             finally:
                 self.building = False
                 self.built = True
 
-    def _build(self, progress) -> None:
-        from .merge import merge_history
+    def add_paths(self, paths: list[str]) -> None:
+        """Sources to index here (without an engine): read by :meth:`build`."""
+        try:
+            found = discover(paths).sources
+        except Exception:  # a bad path: the engine reports it; the timeline just has less
+            found = []
+        for info in found:
+            self._add(info.path, info)
 
-        merge_history(self, progress)
+    def build(self, progress=None) -> None:
+        """Index and merge the history of the sources added (no engine: the tests, a tool)."""
+        with self.lock:
+            self.building = True
+            try:
+                sids = list(range(len(self.sources)))
+                for sid in sids:
+                    self._read_new(sid, final=True)
+                self._merge(sids)
+            finally:
+                self.building = False
+                self.built = True
+
+    def _read_new(self, sid: int, final: bool = False) -> bool:
+        """Index what the file has beyond what is indexed, through the one reader."""
+        meta = self.sources[sid]
+        idx = meta.index
+        size = idx.size()
+        if idx.stale or size <= idx.end:
+            return False
+        box: dict = {}
+        try:
+            for off, data in read_chunks(idx.path, start=idx.end, partial_tail=final, progress=box):
+                idx.add(chunk_lines(off, data, console=idx.console, year_hint=idx.year_hint, src=meta.info))
+        except SourceError:
+            return False
+        idx.end = box.get("stop", idx.end)
+        return True
+
+    def _place(self, sid: int) -> float:
+        """Where a file without any timestamp goes: right after its timed sibling's last line
+        (a rank's stderr traceback after its stdout), else at its last write."""
+        me = self.sources[sid].info
+        for other in self.sources:
+            o = other.info
+            if other.index.sid == sid or o.kind in ("error-json", "console") or not other.index.timed:
+                continue
+            if (o.node_key, o.attempt, o.local_rank, o.file_rank) == (me.node_key, me.attempt, me.local_rank,
+                                                                      me.file_rank):
+                return other.index.last_time
+        return self.sources[sid].index.mtime()
+
+    def _merge(self, sids: list[int]) -> int:
+        runs = merge_runs([self.sources[s].index for s in sids], sids, self._place)
+        return self.append_runs(runs)
+
+    def append_runs(self, runs: Runs) -> int:
+        """The next lines of these sources, in this order, at the end of the merge."""
+        if not len(runs):
+            return 0
+        n_new = int(runs.counts.sum())
+        start = self.rows
+        sids_rows = np.repeat(runs.sids.astype(self.src.a.dtype), runs.counts)
+        # checkpoints: each source's count before every block that starts in the new rows
+        n_src = len(self.sources)
+        counts = np.array(self.counts, dtype=np.int64)
+        first_block = -(-start // BLOCK)
+        blocks = range(first_block * BLOCK, start + n_new, BLOCK)
+        if len(blocks):
+            rel = np.array(blocks, dtype=np.int64) - start
+            per = np.zeros((len(rel) + 1, n_src), dtype=np.int64)
+            bounds = np.concatenate([[0], rel, [n_new]])
+            for k in range(len(rel)):
+                seg = sids_rows[bounds[k]:bounds[k + 1]]
+                per[k + 1] = per[k] + np.bincount(seg, minlength=n_src)[:n_src]
+            for k in range(len(rel)):
+                self.ck.append(counts + per[k + 1])
+        # the default view: a console's copies of per-rank lines are hidden
+        self._extend_default(sids_rows, start, counts)
+        self.src.extend(sids_rows)
+        self.counts = (counts + np.bincount(sids_rows, minlength=n_src)[:n_src]).tolist()
+        self.rows = start + n_new
+        return n_new
+
+    def _extend_default(self, sids_rows: np.ndarray, start: int, counts: np.ndarray) -> None:
+        d = self.default
+        hide = np.zeros(len(sids_rows), dtype=bool)
+        for sid in np.unique(sids_rows).tolist():
+            meta = self.sources[sid]
+            if meta.info.kind == "error-json":
+                hide |= sids_rows == sid
+            elif meta.info.kind == "console" and meta.tags is not None:
+                at = np.flatnonzero(sids_rows == sid)
+                tags = np.frombuffer(meta.tags, dtype=np.int32)[counts[sid]:counts[sid] + len(at)]
+                mask = self._copy_mask(sid, tags)
+                hide[at[:len(mask)]] = mask
+        if d.seqs is None and not hide.any():
+            return
+        if d.seqs is None:
+            d.seqs = array("I", range(start))
+        keep = np.flatnonzero(~hide) + start
+        d.seqs.frombytes(keep.astype(np.uint32).tobytes())
+
+    def _copy_mask(self, sid: int, tags: np.ndarray) -> np.ndarray:
+        uniq = np.unique(tags)
+        copies = np.array([t for t in uniq.tolist() if self.is_copy(sid, t)], dtype=np.int32)
+        return np.isin(tags, copies) if len(copies) else np.zeros(len(tags), bool)
 
     def refresh(self, names: Iterable[str] | None = None) -> int:
         """Lines written since the last look (following): merged by time among themselves,
@@ -230,25 +301,9 @@ class Timeline:
         with self.lock:
             sids = range(len(self.sources)) if names is None else {s for n in names
                                                                     if (s := self.ensure_file(n)) is not None}
-            recs: list[tuple[float, int, int, Record]] = []
-            for sid in sorted(sids):
-                meta = self.sources[sid]
-                if meta.spool is not None or meta.index.stale:
-                    continue
-                size = meta.index.size()
-                if meta.index.stale:
-                    continue
-                if size <= meta.index.end:
-                    continue
-                order = 0
-                for rec in meta.index.records(size, final=False):
-                    recs.append((rec.time if rec.time is not None else float("-inf"), sid, order, rec))
-                    order += 1
-            recs.sort(key=lambda r: r[:3])
-            before = self.rows
-            for _t, sid, _o, rec in recs:
-                self._append(sid, rec.lines, rec.tags if self.sources[sid].info.kind == "console" else None)
-            return self.rows - before
+            changed = [sid for sid in sorted(sids)
+                       if self.sources[sid].spool is None and self._read_new(sid)]
+            return self._merge(changed) if changed else 0
 
     def spool(self, name: str, texts: list[str], info: SourceInfo | None = None) -> None:
         """Lines of a source that is no file (an ``--exec`` command), kept in a private file."""
@@ -264,10 +319,8 @@ class Timeline:
             fh = self.sources[sid].spool
             fh.write(("\n".join(texts) + "\n").encode("utf-8", "replace"))
             fh.flush()
-            idx = self.sources[sid].index
-            before = idx.lines
-            idx.count_to(idx.size())
-            self._append(sid, idx.lines - before, None)
+            if self._read_new(sid):
+                self._merge([sid])
 
     def close(self) -> None:
         for m in self.sources:
@@ -278,22 +331,47 @@ class Timeline:
             self._spool_dir.cleanup()
             self._spool_dir = None
 
+    # -- rank of a line --------------------------------------------------------------------
+
+    def rank_of_tag(self, sid: int, tag: int) -> int | None:
+        rank, local = untag(tag)
+        if local is not None:
+            g = self.rank_map.get((self.sources[sid].info.node_key, local))
+            if g is not None:
+                return g
+        return rank
+
+    def source_rank(self, sid: int) -> int | None:
+        info = self.sources[sid].info
+        if info.file_rank is not None:
+            return info.file_rank
+        if info.exec_rank is not None:
+            return info.exec_rank
+        if info.local_rank is not None:
+            return self.rank_map.get((info.node_key, info.local_rank))
+        return None
+
+    def is_copy(self, sid: int, tag: int) -> bool:
+        """A console line that has its own per-rank file: hidden by default."""
+        rank, local = untag(tag)
+        if local is not None and (self.sources[sid].info.node_key, local) in self.file_locals:
+            return True
+        return rank is not None and rank in self.file_ranks
+
     # -- where a row is --------------------------------------------------------------------
 
     def locate(self, seq: int) -> tuple[int, int]:
         """(source, 0-based line in it) of merged row ``seq`` (< rows)."""
-        sid = self.src[seq]
+        sid = int(self.src.a[seq])
         c = seq // BLOCK
         ck = self.ck[c]
-        base = ck[sid] if sid < len(ck) else 0
+        base = int(ck[sid]) if sid < len(ck) else 0
         a = c * BLOCK
-        if isinstance(self.src, bytearray):
-            return sid, base + self.src.count(bytes((sid,)), a, seq)
-        return sid, base + sum(1 for i in range(a, seq) if self.src[i] == sid)
+        return sid, base + int(np.count_nonzero(self.src.a[a:seq] == sid))
 
     def seq_of_line(self, sid: int, line0: int) -> int | None:
         """The merged row of (0-based) line ``line0`` of source ``sid``."""
-        if line0 < 0:
+        if line0 < 0 or line0 >= (self.counts[sid] if sid < len(self.counts) else 0):
             return None
         lo, hi = 0, len(self.ck) - 1
         if hi < 0:
@@ -306,22 +384,10 @@ class Timeline:
             else:
                 hi = mid - 1
         ck = self.ck[lo]
-        need = line0 - (ck[sid] if sid < len(ck) else 0)
+        need = line0 - (int(ck[sid]) if sid < len(ck) else 0)
         a = lo * BLOCK
-        end = min(self.rows, a + BLOCK)
-        if isinstance(self.src, bytearray):
-            b = bytes((sid,))
-            i = self.src.find(b, a, end)
-            while i >= 0 and need:
-                need -= 1
-                i = self.src.find(b, i + 1, end)
-            return i if i >= 0 else None
-        for i in range(a, end):
-            if self.src[i] == sid:
-                if not need:
-                    return i
-                need -= 1
-        return None
+        hits = np.flatnonzero(self.src.view(a, a + BLOCK) == sid)
+        return int(a + hits[need]) if need < len(hits) else None
 
     def seq_of(self, name: str, line: int) -> int | None:
         """The merged row of 1-based ``line`` of source ``name`` (the engine's numbering)."""
@@ -334,10 +400,12 @@ class Timeline:
             return self.counts[sid]
         c = seq // BLOCK
         ck = self.ck[c]
-        base = ck[sid] if sid < len(ck) else 0
-        if isinstance(self.src, bytearray):
-            return base + self.src.count(bytes((sid,)), c * BLOCK, seq)
-        return base + sum(1 for i in range(c * BLOCK, seq) if self.src[i] == sid)
+        base = int(ck[sid]) if sid < len(ck) else 0
+        return base + int(np.count_nonzero(self.src.a[c * BLOCK:seq] == sid))
+
+    def rows_of(self, sid: int) -> np.ndarray:
+        """Every merged row of source ``sid``, ascending (its lines in order)."""
+        return np.flatnonzero(self.src.view() == sid)
 
     # -- text ------------------------------------------------------------------------------
 
@@ -397,7 +465,7 @@ class Timeline:
         return view_for(self, rank, hide_copies)
 
     def set_rank_map(self, rank_map: dict[tuple, int]) -> str | None:
-        """Global ranks of local ones (from the job): per-rank files of log-dir trees then
+        """Global ranks of local ones (the job's resolver): per-rank files of log-dir trees then
         count as files of their global rank. ``"copies"`` when that changes what is a copy,
         ``"tags"`` when only the ranks rows show change, None when nothing changes."""
         with self.lock:

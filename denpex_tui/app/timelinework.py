@@ -1,5 +1,5 @@
-"""The timeline's builder thread: indexes and merges the history, then folds in what the
-engine says was written (following), builds filtered views and runs searches.
+"""The timeline's builder thread: merges the history the engine's history pass indexed, then
+folds in what the engine says was written (following), builds filtered views and runs searches.
 
 One thread owns every change to the :class:`~denpex_tui.app.timeline.Timeline`; it only posts
 messages (``TimelineChanged``, ``ViewReady``, ``SearchDone``) and never touches a widget.
@@ -15,8 +15,7 @@ from typing import Any, Callable
 
 from denpex_tui.core.model import SourceInfo
 
-from .firsterror import first_errors
-from .messages import FirstErrors, LevelsDone, SearchDone, TimelineChanged, ViewReady
+from .messages import LevelsDone, SearchDone, TimelineChanged, ViewReady
 from .search import SearchQuery, find_all
 from .timeline import Timeline
 
@@ -34,8 +33,6 @@ class TimelineWorker:
         self._thread: threading.Thread | None = None
         self._last_post = 0.0
         self.search_gen = 0
-        self._first: dict = {}
-        self._first_done: dict = {}
         self.requested = 0  # requests queued, and handled (both only grow): idle when equal
         self.handled = 0
 
@@ -56,6 +53,10 @@ class TimelineWorker:
         self.q.put(None)
 
     # -- requests (any thread) -------------------------------------------------------------
+
+    def history(self, indexes: dict, infos: dict) -> None:
+        """The engine's history pass is done: its line indexes, to merge."""
+        self._put(("history", indexes, infos))
 
     def lines(self, lines: list) -> None:
         """The engine's new lines: files are read back from disk, other sources spooled."""
@@ -78,11 +79,6 @@ class TimelineWorker:
 
     # -- the thread ------------------------------------------------------------------------
 
-    def _first_missing(self) -> bool:
-        """A rank with a file but no first error line yet (worth looking again as lines come)."""
-        ranks = {self.tl.source_rank(s) for s, m in enumerate(self.tl.sources) if m.info.kind == "rank-file"}
-        return any(r is not None and r not in self._first for r in ranks)
-
     def _changed(self, force: bool = False) -> None:
         now = time.monotonic()
         if force or now - self._last_post >= PROGRESS_S:
@@ -98,9 +94,6 @@ class TimelineWorker:
             self.tl.close()
 
     def _loop(self) -> None:
-        self.tl.add_paths(self.paths)
-        self.tl.build(progress=self._changed)
-        self._changed(force=True)
         while True:
             item = self.q.get()
             if item is None:
@@ -119,6 +112,10 @@ class TimelineWorker:
             self.handled += len(batch)
 
     def _handle(self, batch: list) -> None:
+        for item in batch:
+            if item[0] == "history":
+                self.tl.adopt(item[1], item[2])
+                self._changed(force=True)
         names: set[str] = set()
         spools: dict[str, list[str]] = {}
         spool_rank: dict[str, int | None] = {}
@@ -139,20 +136,13 @@ class TimelineWorker:
             before = self.tl.rows
             self.tl.spool(src, texts, SourceInfo(path=src, kind="exec", exec_rank=spool_rank.get(src)))
             grew += self.tl.rows - before
-        mapped = False
         for item in batch:
             if item[0] == "rank_map":
-                mapped = True
                 change = self.tl.set_rank_map(item[1])
                 if change == "copies":
                     self.post(ViewReady(self.tl.view_for(None, True), None, True))
                 elif change == "tags":  # rows already drawn show the ranks they now have
                     self.post(TimelineChanged(self.tl.rows, self.tl.built, retag=True))
-        if mapped or (grew and self._first_missing()):
-            if mapped:  # ranks of files may have changed: look again from the start
-                self._first, self._first_done = {}, {}
-            self._first = first_errors(self.tl, self._first, self._first_done)
-            self.post(FirstErrors(dict(self._first)))
         last = {}
         for item in batch:
             if item[0] in ("view", "search"):

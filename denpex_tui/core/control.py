@@ -48,9 +48,9 @@ def normalise(text: str, roots: list[str]) -> str:
     """A line as two runs of the same job print it alike: prefixes, the run's folders, ids,
     temp names, numbers and times, a logger's header, and progress bars (only the last of a
     line's \\r-overwritten states, its label) made the same."""
-    from .lineparse import parse_prefix
+    from .lines.facts import parse_line
 
-    text = parse_prefix(text).text
+    text = parse_line(text).text
     if _CR in text:  # a terminal shows the last state; a progress bar is its label
         text = next((seg for seg in reversed(text.split(_CR)) if seg.strip()), "")
     text = _BAR.sub(" <progress>", text)
@@ -143,7 +143,7 @@ def _lines(src, shared: bool = False):
     console that holds several (``shared``: and the lines that name no rank, which may be any
     rank's: what a control's console shows for every rank)."""
     path, rank = src if isinstance(src, tuple) else (src, None)
-    from .lineparse import parse_line
+    from .lines.facts import parse_line
 
     with open(path, "rb") as fh:
         for n, raw in enumerate(fh, 1):
@@ -165,9 +165,9 @@ def _roots(paths: list[str]) -> list[str]:
 
 
 def _time(text: str):
-    from .lineparse import parse_prefix, parse_time
+    from .lines.facts import parse_line
 
-    t, _ = parse_time(parse_prefix(text).text)
+    t = parse_line(text).time
     return t.replace(tzinfo=None) if t is not None else None
 
 
@@ -195,7 +195,7 @@ def _nodes(result) -> set[str]:
 
 def compare_with_control(failing, control, failing_paths: list[str], control_paths: list[str]) -> ControlReport:
     """``failing`` and ``control``: ScanResults of the two runs."""
-    from .lineparse import parse_level, parse_prefix
+    from .lines.facts import parse_line
 
     rep = ControlReport(list(control_paths))
     fr = _rank_files(failing)
@@ -243,7 +243,7 @@ def compare_with_control(failing, control, failing_paths: list[str], control_pat
                     if n < stop:
                         last_before = (when, LineRef(p, n, t))
                 elif err is not None and when is not None and et is not None and when < et:
-                    if when >= et0 and parse_level(parse_prefix(t).text) == "error":
+                    if when >= et0 and parse_line(t).level == "error":
                         continue  # inside the error's second: the rank's own report of it
                     last_before = (when, LineRef(p, n, t))
             if first:

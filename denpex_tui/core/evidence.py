@@ -82,7 +82,7 @@ def excerpt(path: str, line: int, before: int = BEFORE, after: int = AFTER) -> t
 def _line_at(path: str, t) -> int | None:
     """The last line of ``path`` logged at or before ``t`` (the rank's other file: its stdout
     when the traceback went to stderr), or its last line when ``t`` is unknown."""
-    from .lineparse import parse_prefix, parse_time
+    from .lines.facts import line_facts
 
     best, n = None, 0
     tt = t.replace(tzinfo=None) if t is not None else None
@@ -90,7 +90,7 @@ def _line_at(path: str, t) -> int | None:
         for n, raw in enumerate(fh, 1):
             if tt is None:
                 continue
-            lt, _ = parse_time(parse_prefix(safe_line(raw[:512]).text).text)
+            lt = line_facts(raw[:512]).time
             if lt is not None:
                 if lt.replace(tzinfo=None) > tt:
                     break

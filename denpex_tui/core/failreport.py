@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from .hit import Hit
 from .matcher import ANCHORS
 from .model import PRIORITY_ERROR_JSON, PRIORITY_FAILURE_BLOCK, FailureEntry
 from .tracebacks import TB_HEADER as _TB
@@ -108,8 +109,8 @@ class FailureReportMixin:
             return
         det = self.matcher.detect(text)
         if det is not None:
-            self._emit(det.sig, text, raw_text, lineno, lineno, off, e.rank, e.local, e.host, t, None, None, 0, key,
-                       priority=PRIORITY_FAILURE_BLOCK, time_approx=False, fields=det.fields)
+                self._emit(det.sig, Hit(text, raw_text, lineno, lineno, off, e.rank, e.local, e.host, t, None, key),
+                       priority=PRIORITY_FAILURE_BLOCK, fields=det.fields)
 
     def _fb_close_tb(self) -> None:
         if self.fb_entries:

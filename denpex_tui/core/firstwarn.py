@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 
 from .catalog import Catalog
 from .job import JobState
-from .lineparse import parse_line
+from .lines.facts import line_facts
 from .model import Finding, iso
-from .text import safe_line
+
+# what a line at warning level shows in its head (the door decides: parse_level)
+_MAYBE_WARNING = re.compile(rb"WARN|W\d{4} \d\d:")
 
 __all__ = ["first_warning", "WARNING_WINDOW"]
 
@@ -49,8 +52,9 @@ def first_warning(f: Finding, job: JobState, catalog: Catalog, read_tail) -> dic
         for i, raw in enumerate(lines):
             if i == 0 and (end is None or len(blob) >= (2 << 20)):
                 continue  # maybe a partial line
-            text = safe_line(raw).text
-            pre = parse_line(text)
+            if not _MAYBE_WARNING.search(raw, 0, 400):
+                continue  # no warning level word or letter: not a warning (C speed, before the door)
+            pre = line_facts(raw)
             rank = pre.rank
             if rank is None and pre.local_rank is not None:
                 rank = None if summary.kind == "console" and len(summary.ranks) > 1 else f.rank

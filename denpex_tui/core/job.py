@@ -12,14 +12,14 @@
 
 from __future__ import annotations
 
-from .text import safe_str
-
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo
+from .lines.ranks import RankResolver, build_resolver
+from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo, finding_key
 from .pipeline import SourceProcessor
+from .text import safe_str
 
 __all__ = ["JobState", "SourceSummary"]
 
@@ -64,6 +64,7 @@ class ProcessorResult:
     errors: list[str] = field(default_factory=list)
     unknown: dict = field(default_factory=dict)
     first_time: Any = None
+    first_error: tuple | None = None  # (line, epoch or None): a rank file's first error line
 
     @classmethod
     def of(cls, p: SourceProcessor) -> "ProcessorResult":
@@ -82,6 +83,7 @@ class ProcessorResult:
             errors=list(p.errors),
             unknown={k: list(v) for k, v in p.unknown.items()},
             first_time=p.first_time,
+            first_error=p.first_error,
         )
 
 
@@ -89,21 +91,35 @@ def _cmp_key(t) -> float:
     return t.timestamp()
 
 
+def _epoch(t) -> float | None:
+    try:
+        return t.timestamp() if t is not None else None
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 class JobState:
     def __init__(self) -> None:
         self.results: dict[str, ProcessorResult] = {}
         self.warnings: list[str] = []
         self._resolved = False
+        self._resolver_cache: RankResolver | None = None
 
-    def add(self, r: ProcessorResult) -> None:
-        self.results[r.info.path] = r
+    def add(self, r: ProcessorResult, key: str | None = None) -> None:
+        self.results[key or r.info.path] = r
+        self.changed()
+
+    def changed(self) -> None:
+        """A result was added or replaced: ranks are resolved again when next asked."""
         self._resolved = False
+        self._resolver_cache = None
 
     # -- rank mapping ---------------------------------------------------------------------
 
-    def node_maps(self) -> tuple[dict[str, dict[int, int]], dict[str, int], set[str]]:
-        """Per node: local -> global pairs seen, a consistent offset where one exists, and the
-        nodes whose mapping is only assumed (single node, local = global)."""
+    def resolver(self) -> RankResolver:
+        """The one local -> global rank resolver of the job (from the pairs its logs show)."""
+        if self._resolver_cache is not None:
+            return self._resolver_cache
         pairs: dict[str, dict[int, set[int]]] = {}
         nodes: set[str] = set()
         for r in self.results.values():
@@ -114,48 +130,24 @@ class JobState:
             for fe in r.failure_entries:
                 if fe.local_rank is not None and fe.rank >= 0:
                     pairs.setdefault(nk, {}).setdefault(fe.local_rank, set()).add(fe.rank)
-        maps: dict[str, dict[int, int]] = {}
-        offsets: dict[str, int] = {}
-        for nk, d in pairs.items():
-            m = {local: next(iter(gs)) for local, gs in d.items() if len(gs) == 1}
-            maps[nk] = m
-            offs = {g - local for local, g in m.items()}
-            if len(offs) == 1:
-                offsets[nk] = offs.pop()
-        assumed: set[str] = set()
-        # Folders whose ranks are all global (rank3.log, DeepSpeed's rank_logs/..._rank1.log) are
-        # no other node for local ranks: when one folder alone needs local -> global, it is the
-        # job's single launching node, and local = global there.
         needs = {r.info.node_key or "" for r in self.results.values()
                  if any(kind == "l" for keys in r.keys_seen.values() for kind, _ in keys)
                  or any(f.local_rank is not None and f.rank is None for f in r.findings)}
-        cands = nodes if len(nodes) == 1 else needs
-        if len(cands) == 1:
-            (only,) = cands
-            if only not in offsets and not maps.get(only):
-                offsets[only] = 0
-                assumed.add(only)
-        return maps, offsets, assumed
+        self._resolver_cache = build_resolver(pairs, nodes, needs)
+        return self._resolver_cache
 
     def resolve(self) -> None:
         if self._resolved:
             return
-        maps, offsets, self.assumed_nodes = self.node_maps()
+        rr = self.resolver()
+        self.assumed_nodes = set(rr.assumed)
         self.unmapped: set[tuple[str, int]] = set()
 
         def res(node_key: str | None, rank: int | None, local: int | None) -> int | None:
-            if rank is not None:
-                return rank
-            if local is None:
-                return None
-            nk = node_key or ""
-            m = maps.get(nk, {})
-            if local in m:
-                return m[local]
-            if nk in offsets:
-                return local + offsets[nk]
-            self.unmapped.add((nk, local))
-            return None
+            g = rr.resolve(node_key, rank, local)
+            if g is None and local is not None:
+                self.unmapped.add((node_key or "", local))
+            return g
 
         names = self.node_names()
         for r in self.results.values():
@@ -203,9 +195,8 @@ class JobState:
         best: dict[tuple, Finding] = {}
         for r in self.results.values():
             for f in r.findings:
-                # Without a global rank, copies cannot be matched across files: key by file.
-                k = (f.attempt, f.rank if f.rank is not None else ("?", f.path, f.local_rank), f.signature,
-                     f.exc_type if f.signature == "python.uncaught-exception" else None)
+                # Without a global rank, copies cannot be matched across files: keyed by file.
+                k = finding_key(f)
                 cur = best.get(k)
                 if cur is None:
                     best[k] = f
@@ -280,6 +271,36 @@ class JobState:
                 if ll.time is not None and (cur[1] is None or _cmp_key(ll.time) > _cmp_key(cur[1])):
                     cur[1] = ll.time
         return {k: (v[0], v[1]) for k, v in out.items()}
+
+    def first_errors(self) -> dict[int, "FirstError"]:
+        """Per rank, its earliest own first error line over its per-rank files (exact before
+        approximate at the same time); an untimed traceback is placed after the rank's last
+        timestamped line."""
+        from .firsterror import FirstError
+
+        self.resolve()
+        lasts = self.last_lines()
+        out: dict[int, FirstError] = {}
+        for r in self.results.values():
+            if r.first_error is None or r.info.kind not in ("rank-file", "exec"):
+                continue
+            rank = r.info.file_rank if r.info.file_rank is not None else r.info.exec_rank
+            if rank is None:
+                rank = self.resolver().global_of(r.info.node_key, r.info.local_rank)
+            if rank is None:
+                continue
+            line, epoch = r.first_error
+            approx = epoch is None
+            if approx:
+                ll = lasts.get((r.info.attempt or 0, rank))
+                epoch = _epoch(ll.time) if ll is not None else None
+                if epoch is None:
+                    continue
+            fe = FirstError(rank, epoch, approx, r.info.path, line)
+            cur = out.get(rank)
+            if cur is None or (fe.time, fe.approx) < (cur.time, cur.approx):
+                out[rank] = fe
+        return out
 
     def failure_entries(self) -> list[FailureEntry]:
         return [fe for r in self.results.values() for fe in r.failure_entries]

@@ -20,6 +20,9 @@ __all__ = [
     "Marker",
     "Incident",
     "iso",
+    "finding_key",
+    "cause_key",
+    "incident_key",
 ]
 
 # How much a copy of a line is trusted to be "the" copy, when the same line reaches Denpex
@@ -194,6 +197,8 @@ class Incident:
     # Runner-up candidates and the rule that ranked each lower ("a nearby failure remains a
     # competing hypothesis until a control separates them").
     hypotheses: list[dict[str, Any]] = field(default_factory=list)
+    # Decided before every source's history was read: "so far", never of high confidence.
+    provisional: bool = False
 
     def to_json(self) -> dict[str, Any]:
         def fj(f: Finding) -> dict[str, Any]:
@@ -225,4 +230,34 @@ class Incident:
             "evidence": list(self.evidence),
             "summary": self.summary,
             "hypotheses": [hj(h) for h in self.hypotheses],
+            "provisional": self.provisional,
         }
+
+
+def finding_key(f: Finding) -> tuple:
+    """A finding's identity in the job: one per attempt, rank and signature (and exception type,
+    for an uncaught exception); without a global rank, per file and local rank. Every copy of
+    the same line (a console's, a per-rank file's, error.json's) has the same key."""
+    return (f.attempt, f.rank if f.rank is not None else (f.path, f.local_rank), f.signature,
+            f.exc_type if f.signature == "python.uncaught-exception" else None)
+
+
+def cause_key(i: Incident) -> tuple:
+    """What an incident says failed first: its initiating finding's copy included (the console's
+    line replaced by the per-rank file's is a change, so every screen points at the same line)."""
+    init = i.initiating
+    if init is None:
+        return (i.attempt, None, None, None, None)
+    return (i.attempt, init.signature, init.rank, init.path, init.line)
+
+
+def incident_key(i: Incident) -> tuple:
+    """The diagnosis's whole identity: its cause, its collateral, its confidence and whether it
+    is still provisional (the history not read to its end)."""
+    return (
+        *cause_key(i),
+        tuple(sorted((c.rank if c.rank is not None else -1, c.signature) for c in i.collateral)),
+        tuple(sorted(s.rank if s.rank is not None else -1 for s in i.same_cause)),
+        i.confidence,
+        i.provisional,
+    )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from .catalog import Signature
+from .hit import Hit
 from .matcher import ANCHORS, Detection
 
 __all__ = ["TracebackMixin", "TB_HEADER", "ORIG_TB_HEADER"]
@@ -78,7 +79,7 @@ class TracebackMixin:
         if time is not None:
             t = time
         if t is None and data is not None:
-            t = self._prev_time(data, s, key)
+            t = self.prev_time(data, s, key)
             approx = t is not None
         if t is None and key in self.key_time:
             t, approx = self.key_time[key], True
@@ -197,30 +198,11 @@ class TracebackMixin:
             fields["exc_type"] = cause.type
         chained = [e.text for e in b.exceptions if e is not cause][:8]
         g = b.rank_override if b.rank_override is not None else b.rank
-        self._emit(
-            sig,
-            text,
-            cause.raw,
-            b.start_line,
-            tline,
-            toff,
-            g,
-            b.local,
-            b.host,
-            b.time,
-            None,
-            None,
-            0,
-            key,
-            exc_type=cause.type,
-            origin=cause.origin,
-            tb_start=b.start_line,
-            chained=chained,
-            time_approx=b.time_approx,
-            priority=b.priority,
-            extra={"tb_end_line": b.end_line or tline},
-            fields=fields,
-        )
+        self._emit(sig, Hit(text, cause.raw, b.start_line, tline, toff, g, b.local, b.host, b.time, None, key,
+                            time_approx=b.time_approx,
+                            extras={"exc_type": cause.type, "origin": cause.origin, "tb_start": b.start_line,
+                                    "chained": chained, "extra": {"tb_end_line": b.end_line or tline}}),
+                   priority=b.priority, fields=fields)
         # Later exceptions of the chain with their own signature are context, kept for the view.
         for e in b.exceptions:
             if e is not cause and e.sig is not None and e.sig.id != sig.id:

@@ -423,3 +423,14 @@ def _launcher_evidence(init: Finding, fentries, evidence: list[str], hypotheses:
 def _hyp(f: Finding, rule: str) -> dict:
     return {"signature": f.signature, "rank": f.rank, "path": f.path, "line": f.line, "time": iso(f.time),
             "text": f.text[:300], "rule": rule}
+
+
+def mark_provisional(incidents: list[Incident]) -> None:
+    """Incidents decided before every source's history was read: said *so far*, and never of
+    high confidence (what is not read yet can overturn them)."""
+    for inc in incidents:
+        inc.provisional = True
+        if inc.confidence == "high":
+            inc.confidence = "medium"
+        if not inc.summary.startswith("so far: "):
+            inc.summary = "so far: " + inc.summary

@@ -21,27 +21,30 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from denpex_tui.core.catalog import Catalog
+from denpex_tui.core.history import SourceHistory
 from denpex_tui.core.job import JobState, ProcessorResult
-from denpex_tui.core.lineparse import label_kind, parse_line, stream_labels
+from denpex_tui.core.lines.chunk import label_kind, stream_labels
+from denpex_tui.core.lines.facts import line_facts
+from denpex_tui.core.lines.reader import read_tail
 from denpex_tui.core.matcher import Matcher
-from denpex_tui.core.model import Finding, Incident, SourceInfo
+from denpex_tui.core.model import Finding, Incident, SourceInfo, finding_key, incident_key
 from denpex_tui.core.pipeline import SourceProcessor
-from denpex_tui.core.scan import read_tail
 from denpex_tui.core.sources import classify
-from denpex_tui.core.text import safe_line
-from denpex_tui.core.triage import rank_ranges, triage
+from denpex_tui.core.triage import mark_provisional, rank_ranges, triage
 
 from ._queue import ByteQueue
+from .backlog import Backlog, HistoryDone, HistoryProgress
 from .sources import Chunk, SourceEvent
 from .stall import StallCleared, StallDetector, StallEvent
 
-__all__ = ["Engine", "FindingEvent", "IncidentEvent", "LinesEvent", "LogLine"]
+__all__ = ["Engine", "FindingEvent", "IncidentEvent", "LinesEvent", "LogLine", "HistoryProgress", "HistoryDone"]
 
 TRIAGE_INTERVAL_S = 0.25
 _MAX_EVENT_COLLATERAL = 20
@@ -50,6 +53,7 @@ STALL_CHECK_S = 1.0
 QUEUE_BYTES = 4 << 20  # chunk bytes waiting between the tailer and the parse thread
 BATCH_BYTES = 2 << 20  # chunk bytes parsed per batch
 QUIET_CLOSE_S = 0.5  # a traceback with no new line for this long is complete
+HISTORY_PROGRESS_S = 0.25  # how often the history pass says how far it is
 
 
 @dataclass(slots=True)
@@ -67,7 +71,8 @@ class IncidentEvent:
 
     def to_dict(self) -> dict[str, Any]:
         """A bounded incident: the first collateral entries in full, all of them folded into
-        rank ranges per signature (10 000 collateral ranks stay a few lines of JSON)."""
+        rank ranges per signature (10 000 collateral ranks stay a few lines of JSON).
+        ``provisional``: decided before the history was read to its end."""
         d = self.incident.to_json()
         for key, lst in (("collateral", self.incident.collateral), ("same_cause", self.incident.same_cause)):
             if len(lst) > _MAX_EVENT_COLLATERAL:
@@ -109,22 +114,6 @@ def _polite_thread() -> None:
         pass
 
 
-def _incident_key(i: Incident) -> tuple:
-    """The diagnosis's identity: a change of the initiating finding's copy (the console's line
-    replaced by the per-rank file's) is a change too, so live and batch point at the same line."""
-    init = i.initiating
-    return (
-        i.attempt,
-        init.signature if init else None,
-        init.rank if init else None,
-        init.path if init else None,
-        init.line if init else None,
-        tuple(sorted((c.rank if c.rank is not None else -1, c.signature) for c in i.collateral)),
-        tuple(sorted(s.rank if s.rank is not None else -1 for s in i.same_cause)),
-        i.confidence,
-    )
-
-
 def job_processes(paths: list[str]):
     """The process table's finder: training processes tied to the job's folders and files
     (cwd, an open log file, ``--log-dir``, the command line; a tied launcher's workers), as the
@@ -151,13 +140,13 @@ class Engine:
         processes: bool = True,
         polite: bool = True,
         keep_lines: int = 0,
-        history_lines: bool = True,
+        index: bool = False,
+        jobs: int | None = None,
         tailer_options: dict[str, Any] | None = None,
     ):
         """``keep_lines``: live lines are sent as ``LinesEvent`` (at most this many of one
-        chunk; 0: none); with ``history_lines`` also the last ``keep_lines`` of each history
-        chunk. A consumer that reads the files back itself (the TUI's timeline) passes
-        ``history_lines=False``: a 1 GB history then costs no line objects at all."""
+        chunk; 0: none). ``index``: the history pass also builds each file's line index for the
+        view (sent with :class:`HistoryDone`). ``from_end``: no history, only what comes next."""
         self.catalog = catalog
         self.matcher = Matcher(catalog)
         self.job = JobState()
@@ -170,15 +159,17 @@ class Engine:
         self.stalls: dict[Any, float] = {}
         self.stall = StallDetector()
         self.keep_lines = keep_lines
-        self.history_lines = history_lines
+        self.from_end = from_end
         # One parse thread (the GIL allows no more); next to a running job it is reniced like
-        # the tailer's I/O threads, so the history scan yields the cores to the training ranks.
+        # the tailer's I/O threads, so following yields the cores to the training ranks.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="denpex-parse",
                                         initializer=_polite_thread if polite else None)
         self._new: list[Any] = []
         self._stopping = False
         self._emitted: set = set()
         self._order = 0
+        self.backlog = None if from_end else Backlog(list(paths), self.matcher, index=index, polite=polite, jobs=jobs)
+        self.history_done = from_end  # every file found at start is read to its end
         from .proctable import ProcessTable
         from .tailer import Tailer
 
@@ -191,6 +182,11 @@ class Engine:
     def _processor(self, chunk: Chunk) -> SourceProcessor:
         sid = chunk.source_id or chunk.path
         p = self.processors.get(sid)
+        if p is not None and chunk.history and chunk.offset == 0 and p.bytes_read > 0:
+            # the file changed after its history was read (read again from its start): a new
+            # generation of the source, as after a rotation
+            self._new_generation(sid)
+            p = None
         if p is None:
             if chunk.kind == "exec":
                 info = SourceInfo(path=chunk.path, kind="exec", exec_rank=chunk.rank, order=self._order)
@@ -201,53 +197,59 @@ class Engine:
             self.processors[sid] = p
         return p
 
+    def _adopt(self, h: SourceHistory) -> list[Any]:
+        """Runs in the parse thread: one source's history joins the job."""
+        sid = os.path.abspath(h.info.path)
+        h.info.order = self._order
+        self._order += 1
+        p = h.processor
+        p.attach(self.matcher, self._new.append)
+        self.processors[sid] = p
+        self._new.extend(p.findings.values())
+        self._dirty.add(sid)
+        self._last_feed[sid] = time.monotonic()
+        return [*self._take_new(), *self._retriage()]
+
     def _feed(self, chunks: list[Chunk], now: float) -> list[Any]:
         """Runs in the parse thread. Returns the events to emit."""
         out: list[Any] = []
         lines_out: list[LogLine] = []
-        hist_out: list[LogLine] = []
         for c in chunks:
             p = self._processor(c)
             if p.info.kind == "error-json":
                 p.feed_error_json(c.data)
                 p.bytes_read = max(p.bytes_read, c.offset + len(c.data))
             else:
-                p.feed(c.data, c.offset)
+                p.feed(c.data, c.offset, continues=c.continues)
             sid = c.source_id or c.path
             self._dirty.add(sid)
             self._last_feed[sid] = now
             if not c.history:
                 self._observe_lines(p, c, now, lines_out)
-            elif self.keep_lines and self.history_lines:
-                self._observe_lines(p, c, now, hist_out, tail_only=True)
         out.extend(self._take_new())
-        if hist_out:
-            out.append(LinesEvent(hist_out, history=True))
         if lines_out:
             out.append(LinesEvent(lines_out))
         return out
 
-    def _observe_lines(self, p: SourceProcessor, c: Chunk, now: float, out: list[LogLine], tail_only=False) -> None:
+    def _observe_lines(self, p: SourceProcessor, c: Chunk, now: float, out: list[LogLine]) -> None:
         data = c.data
         info = p.info
-        if not tail_only:
-            # Silence detection needs which rank streams spoke, not every line: per chunk.
-            if info.kind != "console":
-                rank = info.file_rank if info.file_rank is not None else info.exec_rank
-                key = rank if rank is not None else (("local", info.node_key, info.local_rank)
-                                                     if info.local_rank is not None else None)
-                if key is not None:
-                    self.stall.observe(key, info.node_key, now)
-            else:
-                for label, n in stream_labels(data).items():
-                    key = ("local", info.node_key, n) if label_kind(label) == "local" else n
-                    self.stall.observe(key, info.node_key, now)
+        # Silence detection needs which rank streams spoke, not every line: per chunk.
+        if info.kind != "console":
+            rank = info.file_rank if info.file_rank is not None else info.exec_rank
+            key = rank if rank is not None else (("local", info.node_key, info.local_rank)
+                                                 if info.local_rank is not None else None)
+            if key is not None:
+                self.stall.observe(key, info.node_key, now)
+        else:
+            for label, n in stream_labels(data).items():
+                key = ("local", info.node_key, n) if label_kind(label) == "local" else n
+                self.stall.observe(key, info.node_key, now)
         if not self.keep_lines:
             return
         n_lines = data.count(b"\n")
         keep = min(self.keep_lines, n_lines)
         first_line = p.line_no - n_lines + 1
-        # Walk the last `keep` lines (all of them for live chunks).
         start = 0
         skip = max(0, n_lines - keep)
         if skip:
@@ -259,12 +261,9 @@ class Engine:
         while start < len(data):
             nl = data.find(b"\n", start)
             # the view keeps a line's first 16 KiB (a 2 GB line costs 16 KiB)
-            st = safe_line(data[start:min(nl, start + _KEEP_LINE_BYTES)])
-            pre = parse_line(st.text)
-            rank = pre.rank if pre.rank is not None else (pre.task if pre.task is not None else (info.file_rank if info.file_rank is not None else info.exec_rank))
-            local = pre.local_rank if pre.local_rank is not None else info.local_rank
-            ll = LogLine(info.path, lineno, st.text, st.spans, rank, local, info.node_key, now)
-            out.append(ll)
+            pre = line_facts(data[start:min(nl, start + _KEEP_LINE_BYTES)])
+            rank, local = pre.ranks(info)
+            out.append(LogLine(info.path, lineno, pre.raw_text, pre.spans, rank, local, info.node_key, now))
             lineno += 1
             start = nl + 1
 
@@ -305,15 +304,16 @@ class Engine:
         """New findings as events: one per (attempt, rank, signature), whichever copy of the
         line (console, per-rank file, error.json) arrived first."""
         out = []
-        names = self.job.node_names() if self._new else {}
-        maps = self.job.node_maps() if self._new else None
+        if not self._new:
+            return out
+        names = self.job.node_names()
+        rr = self.job.resolver()
         for f in self._new:
             if f.rank is None and f.local_rank is not None:
-                f.rank = self.rank_of(("local", f.node_key, f.local_rank), maps)
+                f.rank = rr.global_of(f.node_key, f.local_rank)
             if f.node is None and f.node_key is not None:
                 f.node = names.get(f.node_key, f.node_key)
-            key = (f.attempt, f.rank if f.rank is not None else (f.path, f.local_rank), f.signature,
-                   f.exc_type if f.signature == "python.uncaught-exception" else None)
+            key = finding_key(f)
             if key in self._emitted:
                 continue
             self._emitted.add(key)
@@ -328,34 +328,113 @@ class Engine:
                 key = f"{p.info.path}#{self._generation.get(sid, 0)}"
                 self.job.results[key] = ProcessorResult.of(p)
         self._dirty.clear()
-        self.job._resolved = False
+        self.job.changed()
         stalls = {k: v for k, v in self.stalls.items() if isinstance(k, int)}
         incidents = triage(self.job, self.catalog, read_tail=read_tail, extra_stalls=stalls or None)
+        if not self.history_done:
+            mark_provisional(incidents)
         out: list[Any] = []
         for inc in incidents:
-            k = _incident_key(inc)
+            k = incident_key(inc)
             if self._incident_keys.get(inc.attempt) != k:
                 self._incident_keys[inc.attempt] = k
                 out.append(IncidentEvent(inc, incidents))
         self.incidents = incidents
         return out
 
+    def _new_generation(self, sid: str) -> None:
+        p = self.processors.pop(sid, None)
+        if p is not None:
+            p.close()
+            gen = self._generation.get(sid, 0)
+            self.job.results[f"{p.info.path}#{gen}"] = ProcessorResult.of(p)
+            self._generation[sid] = gen + 1
+
     def _source_event(self, ev: SourceEvent) -> None:
         if ev.state in ("rotated", "truncated", "replaced", "possibly-lost"):
             # Lines now restart at 1 in a new generation of the source; the old
             # generation's findings stay in the job.
-            sid = ev.source_id or ev.path
-            p = self.processors.pop(sid, None)
-            if p is not None:
-                p.close()
-                gen = self._generation.get(sid, 0)
-                self.job.results[f"{p.info.path}#{gen}"] = ProcessorResult.of(p)
-                self._generation[sid] = gen + 1
+            self._new_generation(ev.source_id or ev.path)
 
     # -- the loop -------------------------------------------------------------------------
 
+    async def _history(self, loop) -> AsyncIterator[Any]:
+        """Phase one: the files found at start, read by the history pass (its own thread, its
+        own processes for a big job); each source's processor joins the job in the parse
+        thread as it completes, with a diagnosis marked provisional until the last."""
+        bl = self.backlog
+        out: asyncio.Queue = asyncio.Queue()
+        t0 = time.monotonic()
+
+        def post(fn, *args) -> None:
+            try:
+                loop.call_soon_threadsafe(fn, *args)
+            except RuntimeError:  # the loop is gone: the app quit while the history was read
+                bl.progress.cancel()
+
+        def adopt(h: SourceHistory) -> None:  # in the history thread
+            if self._stopping:
+                return
+            try:
+                fut = self._pool.submit(self._adopt, h)
+            except RuntimeError:  # stopped meanwhile
+                return
+            fut.add_done_callback(lambda f: post(out.put_nowait, f))
+
+        task: asyncio.Future = loop.create_future()
+
+        def run() -> None:  # a daemon thread: quitting never waits for the pass
+            try:
+                bl.run(adopt)
+                post(lambda: task.done() or task.set_result(None))
+            except BaseException as exc:  # handed to the loop
+                post(lambda: task.done() or task.set_exception(exc))
+
+        threading.Thread(target=run, name="denpex-history", daemon=True).start()
+        last = -1.0
+        while True:
+            try:
+                f = await asyncio.wait_for(out.get(), timeout=HISTORY_PROGRESS_S)
+                if f.exception() is None:
+                    for ev in f.result():
+                        yield ev
+                else:
+                    raise f.exception()
+            except asyncio.TimeoutError:
+                pass
+            if self._stopping:
+                return
+            now = time.monotonic()
+            if task.done() and out.empty():
+                break
+            if now - last >= HISTORY_PROGRESS_S:
+                last = now
+                pr = bl.progress
+                yield HistoryProgress(pr.read(), pr.total, pr.finished_sources, pr.sources)
+        await task  # raises what the pass raised
+        while not out.empty():
+            f = out.get_nowait()
+            for ev in f.result():
+                yield ev
+        self.history_done = True
+        self.tailer.start_at = bl.start_at()
+        done = bl.done(time.monotonic() - t0)
+        yield done
+        for ev in await loop.run_in_executor(self._pool, self._retriage_all):
+            yield ev
+
+    def _retriage_all(self) -> list[Any]:
+        self._incident_keys.clear()  # the final diagnosis is said again, no longer provisional
+        return self._retriage()
+
     async def run(self) -> AsyncIterator[Any]:
         loop = asyncio.get_running_loop()
+        if self.backlog is not None and not self.history_done:
+            async for ev in self._history(loop):
+                yield ev
+            if self._stopping:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                return
         queue = ByteQueue(max_bytes=QUEUE_BYTES)  # bounded in bytes: one huge line is 1 MiB pieces
         done = object()
 
@@ -446,8 +525,11 @@ class Engine:
 
     def stop(self) -> None:
         """Stop following; what is still queued is dropped (a busy --exec can have 4 MiB of
-        lines waiting: parsing them would delay the exit by seconds)."""
+        lines waiting: parsing them would delay the exit by seconds), and so is the history
+        still being read."""
         self._stopping = True
+        if self.backlog is not None:
+            self.backlog.progress.cancel()
         self.tailer.stop()
 
     async def call(self, fn, *args):
@@ -459,18 +541,12 @@ class Engine:
             return fn(*args)
         return await fut
 
-    def rank_of(self, key: Any, node_maps: tuple | None = None) -> int | None:
-        """A stall key (a global rank, or ("local", node_key, local)) as a global rank.
-        ``node_maps``: ``job.node_maps()`` when the caller resolves many keys at once."""
+    def rank_of(self, key: Any) -> int | None:
+        """A stall key (a global rank, or ("local", node_key, local)) as a global rank."""
         if isinstance(key, int) or key is None:
             return key
         if isinstance(key, tuple) and len(key) == 3 and key[0] == "local":
-            maps, offsets, _ = node_maps or self.job.node_maps()
-            nk = key[1] or ""
-            if key[2] in maps.get(nk, {}):
-                return maps[nk][key[2]]
-            if nk in offsets:
-                return key[2] + offsets[nk]
+            return self.job.resolver().global_of(key[1], key[2])
         return None
 
     def node_name(self, node_key: str | None) -> str | None:

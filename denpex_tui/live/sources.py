@@ -30,7 +30,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from denpex_tui.core.sources import link_outside, sniff, special_target
+from denpex_tui.core.lines.reader import link_outside, sniff, special_target
 
 from ._records import LineRecords
 
@@ -320,9 +320,14 @@ class FileFollower:
         cto: bool = False,
         inotify: Any = None,
         link_outside: str = "",
+        at: tuple | None = None,
     ) -> None:
-        if start not in ("begin", "end"):
-            raise ValueError("start must be 'begin' or 'end'")
+        """``start="at"`` with ``at=((dev, ino), offset, last_bytes)``: the history up to
+        ``offset`` was read already (the history pass), ending with ``last_bytes`` (whole
+        lines): follow from there when the file is still that one."""
+        if start not in ("begin", "end", "at"):
+            raise ValueError("start must be 'begin', 'end' or 'at'")
+        self.at = at
         self.path = path
         self.source_id = source_id or os.path.abspath(path)
         self.start = start
@@ -764,6 +769,25 @@ class FileFollower:
             if self.history_only:
                 o.history_end = o.size
                 detail += ", history only (rotated file)"
+            elif self.start == "at" and self.at is not None and self.at[0] in (None, (o.dev, o.ino)):
+                # the history pass read up to ``off``: follow from there, knowing the last lines
+                # it read (a truncation since is then handled as any other)
+                off, back = self.at[1], (self.at[2] if len(self.at) > 2 else b"")
+                o.pos = o.emit_off = off
+                if off and back:
+                    o.tail = back[-OVERLAP:]
+                    whole = back[-o.recs.max_bytes:]
+                    if len(whole) < len(back):
+                        whole = whole[whole.find(b"\n") + 1:]
+                    if whole:
+                        o.recs.add(off - len(whole), whole)
+                        o.ckpts.append((off, whole[-CKPT_SAMPLE:]))
+                elif off:
+                    o.tail = os_pread(o.fd, min(OVERLAP, off, o.size), max(0, min(off, o.size) - OVERLAP))
+                detail += f", history read to offset {off}; following from there"
+            elif self.start == "at":
+                o.history_end = o.size  # another file than the one read: read it all
+                detail += ", another file than the one whose history was read: read again"
             elif self.start == "end":
                 o.pos = o.emit_off = o.size
                 if o.size:

@@ -387,6 +387,8 @@ class Tailer:
         self._max_files_reported = False
         self._execs: list = []
         self.stats = collections.Counter()
+        # abs path -> ((dev, ino), offset): files whose history the history pass read already
+        self.start_at: dict[str, tuple] = {}
 
     # -- public API -------------------------------------------------------------
     def add_path(self, text: str) -> None:
@@ -497,11 +499,15 @@ class Tailer:
                 self._max_files_reported = True
                 self._put(SourceEvent(path, "error", f"more than {self.max_files} files: not followed (raise max_files)", sid))
             return
+        at = self.start_at.get(sid) if startup else None
+        if at is not None and (history_only or at[1] < 0):
+            return  # a rotated copy (or UTF-16): its whole history was read, it is not followed
         mount, fstype = self.mounts.lookup(path)
         f = FileFollower(
             path,
             source_id=sid,
-            start=self.start if startup else "begin",
+            start="at" if at is not None else (self.start if startup else "begin"),
+            at=at,
             history=self.history and startup,
             startup=startup,
             explicit=explicit,

@@ -29,14 +29,13 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from denpex_tui.core.detect import ErrnoDetector, errno_info
-from denpex_tui.core.lineparse import parse_line
+from denpex_tui.core.lines.facts import parse_line
+from denpex_tui.core.lines.reader import SourceError, read_chunks
 from denpex_tui.core.text import safe_str
 from denpex_tui.core.units import MAX_ERRNO, log_int
 
 CHUNK = 1 << 20
-MAX_LINE = 64 * 1024
 MAX_FILES = 5000
-SNIFF = 8192
 SHM = "/dev/shm"
 
 
@@ -139,7 +138,6 @@ _SAVE_EVENT = re.compile(
     r"saving checkpoint at iteration|Saving current state to|saving model to|"
     r"\bSaving checkpoint\b"
 )
-_RANK_SLASH = re.compile(r"\[rank(\d{1,7})(?:/\d{1,7})?\]")
 _STEP_DIR = re.compile(r"^(?:checkpoint[-_]\d+|global_step\d+|iter_\d+|step[-_]?\d+|epoch[-_=]?\d+.*)$")
 
 
@@ -185,62 +183,23 @@ def _iter_files(paths: Iterable[str], scan: LogScan) -> Iterator[str]:
 def iter_candidate_lines(fn: str, scan: LogScan | None = None,
                          start: int = 0, limit: int | None = None
                          ) -> Iterator[tuple[int, str]]:
-    """(line_no, text) of the lines that pass the literal prefilter, in bounded memory. Line
-    numbers are 1-based from ``start`` (0 = file start). Binary files yield nothing."""
+    """(line_no, text) of the lines that pass the literal prefilter, read through the one reader
+    (binary files, FIFOs and devices refused; long lines cut). Line numbers are 1-based from
+    ``start`` (0 = file start)."""
+    line_no = 0
+    got = 0
     try:
-        f = open(fn, "rb")
-    except OSError as e:
-        if scan is not None:
-            scan.files_skipped.append((fn, e.strerror or str(e)))
-        return
-    with f:
-        if start:
-            f.seek(start)
-        head = f.read(SNIFF)
-        if start == 0 and b"\0" in head:
+        for _off, data in read_chunks(fn, start=start, end=None if limit is None else start + limit, chunk=CHUNK):
+            if scan is not None and not got:
+                scan.files_read += 1
+            got += len(data)
             if scan is not None:
-                scan.files_skipped.append((fn, "binary"))
-            return
+                scan.bytes_read += len(data)
+            yield from _emit(data, line_no)
+            line_no += data.count(b"\n")
+    except SourceError as e:
         if scan is not None:
-            scan.files_read += 1
-        carry = b""
-        line_no = 0  # lines completed before `carry`
-        skipping = False  # inside an over-long line: drop until its newline
-        total = 0
-        buf = head
-        while True:
-            if not buf:
-                break
-            total += len(buf)
-            if scan is not None:
-                scan.bytes_read += len(buf)
-            data = carry + buf
-            last_nl = data.rfind(b"\n")
-            if last_nl < 0:
-                carry = data
-                if len(carry) > MAX_LINE:
-                    carry = carry[:MAX_LINE]
-                    skipping = True
-            else:
-                complete = data[: last_nl + 1]
-                carry = data[last_nl + 1 :]
-                if skipping:
-                    # the first line of `complete` is the tail of an over-long line
-                    first_nl = complete.find(b"\n")
-                    yield from _emit(complete[: first_nl + 1][:MAX_LINE], line_no)
-                    line_no += 1
-                    complete = complete[first_nl + 1 :]
-                    skipping = False
-                yield from _emit(complete, line_no)
-                line_no += complete.count(b"\n")
-                if len(carry) > MAX_LINE:
-                    carry = carry[:MAX_LINE]
-                    skipping = True
-            if limit is not None and total >= limit:
-                break
-            buf = f.read(CHUNK)
-        if carry:
-            yield from _emit(carry + b"\n", line_no)
+            scan.files_skipped.append((fn, str(e).split(": ", 1)[-1]))
 
 
 def _emit(block: bytes, base_line: int) -> Iterator[tuple[int, str]]:
@@ -352,12 +311,8 @@ def _rank_of(line: str) -> tuple[int | None, int | None]:
     pl = parse_line(line)
     if "ds-rank" in pl.formats:
         return None, None  # log_dist on rank 0 announces a save every rank makes
-    if pl.rank is not None:
-        return pl.rank, None
-    m = _RANK_SLASH.search(pl.text)  # "[rank0/4]" in the training script's own log format
-    if m:
-        return log_int(m.group(1)), None
-    return None, pl.local_rank
+    g, local = pl.ranks()
+    return (g, None) if g is not None else (None, local)
 
 
 def scan_line(text: str, log: str, line_no: int, out: LogScan, *, want_saves: bool = True
@@ -508,25 +463,20 @@ class LogFollower:
             if size == off:
                 self._off[fn] = off
                 continue
-            # read only whole lines
-            try:
-                with open(fn, "rb") as f:
-                    f.seek(off)
-                    data = f.read(min(size - off, self.max_bytes))
-            except OSError:
-                continue
-            nl = data.rfind(b"\n")
-            if nl < 0:
-                if len(data) >= self.max_bytes:
-                    self._off[fn] = off + len(data)
-                continue
-            block = data[: nl + 1]
-            self._off[fn] = off + nl + 1
+            # whole lines only, at most max_bytes a poll, through the one reader
+            box: dict = {}
             base = self._lines.get(fn, 0)
-            for no, text in _emit(block, base):
-                scan_line(text, fn, no, out)
-            self._lines[fn] = base + block.count(b"\n")
-            out.bytes_read += len(block)
+            try:
+                for _o, block in read_chunks(fn, start=off, end=off + self.max_bytes, partial_tail=False,
+                                             progress=box):
+                    for no, text in _emit(block, base):
+                        scan_line(text, fn, no, out)
+                    base += block.count(b"\n")
+                    out.bytes_read += len(block)
+            except SourceError:
+                continue
+            self._off[fn] = box.get("stop", off)
+            self._lines[fn] = base
         out.watch = _dedupe(out.watch)
         return out
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from ..lineinfo import line_facts
+from denpex_tui.core.lines.facts import parse_line
+
 from ..timeline import Timeline, View
 
 __all__ = ["LogBuffer", "ViewLine", "row_seq"]
@@ -127,14 +128,10 @@ class LogBuffer:
     def _make(self, sid: int, line0: int) -> ViewLine:
         st, cut = self.tl.text_of(sid, line0)
         meta = self.tl.sources[sid]
-        facts = line_facts(st.text[:256])
         info = meta.info
-        rank = facts.rank
-        local = facts.local if facts.local is not None else info.local_rank
+        rank, local = parse_line(st.text[:512]).ranks(info)  # the door: what the pipeline says
         if rank is None and local is not None:
             rank = self.tl.rank_map.get((info.node_key, local))
-        if rank is None:
-            rank = self.tl.source_rank(sid)
         return ViewLine(meta.name, line0 + 1, st.text, st.spans, rank, local, info.node_key, cut)
 
     def forget(self) -> None:

@@ -1,0 +1,391 @@
+"""The history pass: every source's bytes read once, by the one reader, on every core.
+
+``scan`` reads a finished job with it; ``follow`` and ``watch`` read the files' history with it
+before following what is written next (from where it stopped, :attr:`SourceHistory.stop`).
+For each source, one pass gives its processor (findings, last lines, open reports, ready to
+take the live lines that follow) and, for the view, its line index (:mod:`.lines.index`).
+
+* **Order.** Largest work first, so the pool stays busy to the end; a text file bigger than
+  ``2 x RANGE_BYTES`` is cut at line starts into ranges read in parallel and joined
+  (:mod:`.ranges`): one big file is no slower per byte than the same bytes as a folder.
+* **Parallel** (``jobs`` processes, forked with the compiled matcher) when the history is at
+  least :data:`PARALLEL_MIN_BYTES`; otherwise in the calling thread.
+* **Hung mounts.** A read that does not return for ``io_timeout`` seconds (a hung NFS/FUSE
+  mount) makes that source an error with what it had found; the others go on. Work that is
+  merely slow (the CPU is busy) is never mistaken for a hang: only time spent inside a read
+  counts.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable
+
+from .lines.chunk import chunk_lines
+from .lines.index import FileIndex
+from .lines.reader import SourceError, line_start_after, read_chunks, text_kind
+from .matcher import Matcher
+from .model import SourceInfo
+from .pipeline import SourceProcessor
+from .ranges import absorb, join_index, open_at_end
+
+__all__ = ["SourceHistory", "ReadProgress", "read_history", "PARALLEL_MIN_BYTES", "RANGE_BYTES", "IO_TIMEOUT_S"]
+
+PARALLEL_MIN_BYTES = 48 << 20
+RANGE_BYTES = 48 << 20
+IO_TIMEOUT_S = 60.0
+ERROR_JSON_MAX = 4 << 20
+
+
+@dataclass
+class SourceHistory:
+    info: SourceInfo
+    processor: SourceProcessor
+    index: FileIndex | None = None
+    stop: int = 0  # offset after the last line read (a follower starts there)
+    ident: tuple[int, int] | None = None  # (device, inode) of the file read
+    kind: str = "text"
+
+
+class ReadProgress:
+    """How much of the history is read: safe to ask from another thread while it runs."""
+
+    def __init__(self) -> None:
+        self.total = 0  # bytes of the sources at discovery
+        self.sources = 0
+        self.finished_sources = 0
+        self._done = 0  # bytes of finished tasks
+        self._boxes: list[dict] = []  # live readers in this process
+        self._shared = None  # a counter the pool's workers add to
+        self.started = time.monotonic()
+        self.ended: float | None = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """Stop reading (the user quit): what is being read is dropped."""
+        self.cancelled = True
+
+    def read(self) -> int:
+        live = sum(b.get("read", 0) for b in list(self._boxes))
+        if self._shared is not None:
+            live += self._shared.value
+        return min(self.total, self._done + live) if self.total else self._done + live
+
+    @property
+    def complete(self) -> bool:
+        return self.ended is not None
+
+
+@dataclass
+class _Task:
+    info: SourceInfo
+    start: int = 0
+    end: int | None = None
+    part: int = 0
+    parts: int = 1
+
+    @property
+    def size(self) -> int:
+        return (self.end if self.end is not None else self.info.size) - self.start
+
+
+def _year_hint(path: str) -> int | None:
+    try:
+        return datetime.fromtimestamp(os.stat(path).st_mtime).year
+    except (OSError, OverflowError, ValueError):
+        return None
+
+
+def _run(task: _Task, matcher: Matcher, index: bool, partial_tail: bool, box: dict) -> SourceHistory:
+    """One task in this process: the source (or one range of it) through the pipeline."""
+    info = task.info
+    p = SourceProcessor(info, matcher, year_hint=_year_hint(info.path))
+    if task.part:
+        p.first_time_done()
+    idx = FileIndex(info.path, console=info.kind == "console", continued=task.part > 0) if index else None
+    if idx is not None:
+        idx.year_hint = p.year_hint
+    lock = box.setdefault("lock", threading.Lock())
+    box["p"] = p
+    out = SourceHistory(info, p, idx, task.start)
+    try:
+        if info.kind == "error-json":
+            _error_json(p, idx, box)
+        else:
+            last = task.part == task.parts - 1
+            stop = box.get("should_stop")
+            for off, data in read_chunks(info.path, start=task.start, end=task.end,
+                                         partial_tail=partial_tail and last, progress=box):
+                if stop is not None and stop():
+                    break
+                with lock:
+                    if box.get("abandoned"):  # the watchdog gave up and kept what we found
+                        break
+                    p.feed(data, off)
+                    if idx is not None:
+                        idx.add(chunk_lines(off, data, console=idx.console, year_hint=idx.year_hint, src=info))
+                        idx.end = box.get("stop", off + len(data))
+            out.stop = box.get("stop", task.start)
+            out.ident = box.get("ident")
+            out.kind = box.get("kind", "text")
+    except SourceError as exc:
+        p.errors.append(str(exc))
+    except OSError as exc:
+        p.errors.append(f"{info.path}: read error ({exc.strerror or exc})")
+    if idx is not None:
+        idx.end = out.stop
+    return out
+
+
+def _error_json(p: SourceProcessor, idx: FileIndex | None, box: dict) -> None:
+    from .lines.reader import read_tail
+
+    blob = read_tail(p.info.path, None, ERROR_JSON_MAX + 1) or b""
+    if len(blob) > ERROR_JSON_MAX:
+        p.errors.append(f"{p.info.path}: error file larger than 4 MiB: skipped")
+        return
+    p.feed_error_json(blob)
+    if idx is not None and blob:
+        data = blob if blob.endswith(b"\n") else blob + b"\n"
+        idx.add(chunk_lines(0, data, console=False, year_hint=idx.year_hint, src=p.info))
+        idx.end = len(blob)
+    box["stop"] = len(blob)
+
+
+# -- planning ------------------------------------------------------------------------------
+
+
+def _plan(sources: list[SourceInfo], jobs: int) -> list[_Task]:
+    tasks: list[_Task] = []
+    for s in sources:
+        if jobs > 1 and s.kind != "error-json" and s.size >= 2 * RANGE_BYTES and not _sparse(s.path):
+            try:
+                kind = text_kind(s.path)
+            except SourceError:
+                kind = "?"
+            if kind == "text":
+                tasks.extend(_ranges(s))
+                continue
+        tasks.append(_Task(s))
+    return tasks
+
+
+def _sparse(path: str) -> bool:
+    """Holes (a region never written): read whole, they are skipped at seek speed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return True
+    return st.st_size > 512 * getattr(st, "st_blocks", st.st_size) + (1 << 20)
+
+
+def _ranges(s: SourceInfo) -> list[_Task]:
+    n = max(2, s.size // RANGE_BYTES)
+    cuts = [0]
+    for k in range(1, n):
+        c = line_start_after(s.path, k * s.size // n)
+        if c is not None and c > cuts[-1] and c < s.size:
+            cuts.append(c)
+    out = []
+    for i, c in enumerate(cuts):
+        end = cuts[i + 1] if i + 1 < len(cuts) else None
+        out.append(_Task(s, c, end, i, len(cuts)))
+    return out
+
+
+# -- running -------------------------------------------------------------------------------
+
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_init(nice: int, shared) -> None:
+    _WORKER["shared"] = shared
+    if nice:
+        try:
+            os.nice(nice)
+        except OSError:
+            pass
+
+
+def _worker_run(task: _Task, index: bool, partial_tail: bool) -> SourceHistory:
+    shared = _WORKER.get("shared")
+    box: dict[str, Any] = {}
+    if shared is not None:
+        def count(n: int) -> None:
+            with shared.get_lock():
+                shared.value += n
+        box["counter"] = count
+    h = _run(task, _WORKER["matcher"], index, partial_tail, box)
+    if shared is not None:
+        with shared.get_lock():
+            shared.value -= box.get("read", 0)  # the parent counts a finished task itself
+    return h
+
+
+def read_history(sources: list[SourceInfo], matcher: Matcher, on_source: Callable[[SourceHistory], None], *,
+                 index: bool = False, partial_tail: bool = True, jobs: int | None = None, polite: bool = False,
+                 io_timeout: float | None = IO_TIMEOUT_S, progress: ReadProgress | None = None) -> None:
+    """Read every source's history; ``on_source`` gets each source's result as it completes
+    (its ranges joined), in the calling thread."""
+    progress = progress if progress is not None else ReadProgress()
+    progress.total = sum(s.size for s in sources)
+    progress.sources = len(sources)
+    n_jobs = jobs or (1 if polite else (os.cpu_count() or 1))
+    parallel = n_jobs > 1 and progress.total >= PARALLEL_MIN_BYTES and (
+        len(sources) > 1 or progress.total >= 2 * RANGE_BYTES)
+    tasks = _plan(sources, n_jobs if parallel else 1)
+
+    def out(h: SourceHistory) -> None:
+        progress.finished_sources += 1
+        on_source(h)
+
+    joiner = _Joiner(out, matcher, index, partial_tail)
+    try:
+        if parallel:
+            _pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_timeout, progress)
+        else:
+            _serial(tasks, matcher, joiner, index, partial_tail, io_timeout, progress)
+    finally:
+        progress.ended = time.monotonic()
+
+
+class _Joiner:
+    """Ranges of one source, joined in order as they arrive; whole sources go straight out."""
+
+    def __init__(self, out: Callable[[SourceHistory], None], matcher: Matcher, index: bool, partial_tail: bool):
+        self.out = out
+        self.matcher = matcher
+        self.index = index
+        self.partial_tail = partial_tail
+        self.parts: dict[str, dict[int, tuple[_Task, SourceHistory]]] = {}
+
+    def add(self, task: _Task, h: SourceHistory) -> None:
+        h.processor.attach(self.matcher)
+        if task.parts == 1:
+            self.out(h)
+            return
+        got = self.parts.setdefault(task.info.path, {})
+        got[task.part] = (task, h)
+        if len(got) < task.parts:
+            return
+        del self.parts[task.info.path]
+        acc = got[0][1]
+        for i in range(1, task.parts):
+            t, h2 = got[i]
+            if open_at_end(acc.processor):
+                # a report crosses the cut: read the range again, continuing acc's processor
+                box: dict = {}
+                for off, data in read_chunks(t.info.path, start=t.start, end=t.end,
+                                             partial_tail=self.partial_tail and i == task.parts - 1, progress=box):
+                    acc.processor.feed(data, off)
+            else:
+                absorb(acc.processor, h2.processor)
+            if acc.index is not None and h2.index is not None:
+                join_index(acc.index, h2.index)
+            acc.stop, acc.ident, acc.kind = h2.stop, h2.ident or acc.ident, h2.kind
+            for e in h2.processor.errors:
+                if e not in acc.processor.errors:
+                    acc.processor.errors.append(e)
+        self.out(acc)
+
+
+def _serial(tasks, matcher, joiner, index, partial_tail, io_timeout, progress: ReadProgress) -> None:
+    for task in tasks:
+        if progress.cancelled:
+            return
+        box: dict[str, Any] = {"read": 0, "lock": threading.Lock(), "should_stop": lambda: progress.cancelled}
+        progress._boxes.append(box)
+        try:
+            if not io_timeout:
+                h = _run(task, matcher, index, partial_tail, box)
+            else:
+                h = _guarded(task, matcher, index, partial_tail, box, io_timeout)
+        finally:
+            progress._boxes.remove(box)
+            progress._done += max(task.size, box.get("read", 0))
+        joiner.add(task, h)
+
+
+def _guarded(task, matcher, index, partial_tail, box, io_timeout) -> SourceHistory:
+    """The task in a worker thread; given up when a read has not returned for ``io_timeout``."""
+    res: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            res["h"] = _run(task, matcher, index, partial_tail, box)
+        except BaseException as exc:  # handed to the caller
+            res["error"] = exc
+
+    th = threading.Thread(target=target, daemon=True, name="denpex-io")
+    th.start()
+    while True:
+        th.join(0.1)
+        if not th.is_alive():
+            if "error" in res:
+                raise res["error"]
+            return res["h"]
+        since = box.get("io_since")
+        if since is not None and time.monotonic() - since >= io_timeout:
+            break
+    why = f"{task.info.path}: a read did not answer in {io_timeout:.0f} s (hung filesystem?)"
+    with box["lock"]:  # the reader is stuck in the kernel, not in the parser
+        box["abandoned"] = True
+        p = box.get("p")
+        if p is None:
+            p = SourceProcessor(task.info, matcher)
+        p.close()
+        p.errors.append(why + (": the rest of it was skipped" if p.line_no else ": skipped"))
+        return SourceHistory(task.info, p, None, box.get("stop", task.start), box.get("ident"))
+
+
+def _pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_timeout, progress) -> None:
+    """Tasks across forked processes that inherit the compiled matcher. A task whose worker
+    gives no result within a generous deadline (its size at 5 MB/s, and at least
+    ``io_timeout``) is reported as hung."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+    if ctx is None:
+        _serial(tasks, matcher, joiner, index, partial_tail, io_timeout, progress)
+        return
+    _WORKER["matcher"] = matcher  # the workers start with it compiled
+    order = sorted(tasks, key=lambda t: -t.size)
+    progress._shared = ctx.Value("q", 0)
+    pool = ProcessPoolExecutor(max_workers=min(n_jobs, len(order)), initializer=_worker_init,
+                               initargs=(10 if polite else 0, progress._shared), mp_context=ctx)
+    hung = False
+    try:
+        futures = {pool.submit(_worker_run, t, index, partial_tail): [t, None] for t in order}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+            if progress.cancelled:
+                hung = True  # the workers are killed, not waited for
+                return
+            for f in done:
+                t = futures[f][0]
+                progress._done += t.size
+                joiner.add(t, f.result())
+            now = time.monotonic()
+            for f in list(pending):
+                rec = futures[f]
+                if rec[1] is None and f.running():
+                    rec[1] = now  # its clock starts when a worker takes it
+                if io_timeout and rec[1] is not None and now - rec[1] > max(io_timeout, rec[0].size / 5e6):
+                    t = rec[0]
+                    p = SourceProcessor(t.info, matcher)
+                    p.errors.append(f"{t.info.path}: no result after {now - rec[1]:.0f} s (hung filesystem?): skipped")
+                    joiner.add(t, SourceHistory(t.info, p, None, t.start))
+                    pending.discard(f)
+                    hung = True
+    finally:
+        _WORKER.pop("matcher", None)
+        if hung:
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.kill()
+        pool.shutdown(wait=not hung, cancel_futures=True)

@@ -1,0 +1,165 @@
+"""The facts of every line of a chunk at once, in compiled code (the index's input).
+
+For a chunk of whole lines (:mod:`.reader`), :func:`chunk_lines` gives each line's start, its
+time (the rule of :mod:`.times`, run in numpy) and, for a console (a file that interleaves
+ranks), its rank *tag*: the global and local rank the door (:mod:`.facts`) gives the line,
+packed in one int. Tags are made without parsing every line in Python: a console's lines start
+with a few distinct launcher labels (``[default3]:``, ``[rank3]:``, ``  3: ``,
+``[1,3]<stderr>:``, ``host: ``...), so the label at the start of each line is found by one
+regular-expression pass over the chunk and the door is asked once per distinct label; the few
+lines whose rank the door would read elsewhere (an in-text ``[Rank 3]``/``[rank3/8]``, a
+launcher's own line relayed through a label, a user's prefix template) are given to the door
+whole. A test holds this equal to the door, line by line, on every fixture.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .facts import LAUNCHER_LINES, line_facts
+from .formats import FORMATS, TEXT_RANK, active_formats
+from .times import chunk_times
+
+__all__ = ["ChunkLines", "chunk_lines", "line_starts", "console_tags", "tag_of", "untag", "stream_labels",
+           "label_kind"]
+
+
+@dataclass(slots=True)
+class ChunkLines:
+    offset: int  # file offset of the chunk
+    starts: np.ndarray  # int64 line starts, relative to the chunk
+    epoch: np.ndarray  # float64 per line, NaN: no time
+    tags: np.ndarray | None  # int32 per line (consoles), see tag_of
+    year_hint: int | None  # for the next chunk of the file
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+
+def line_starts(data: bytes) -> np.ndarray:
+    """Start offsets of the lines of ``data`` (whole lines: it ends with a newline)."""
+    nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    out = np.empty(len(nl), dtype=np.int64)
+    if len(nl):
+        out[0] = 0
+        out[1:] = nl[:-1] + 1
+    return out
+
+
+def tag_of(rank: int | None, local: int | None) -> int:
+    """(global, local) rank as one int: (local + 1) << 16 | (rank + 1); 0 for neither."""
+    lo = 0 if rank is None else min(rank, 0xFFFE) + 1
+    hi = 0 if local is None else min(local, 0x7FFE) + 1
+    return (hi << 16) | lo
+
+
+def untag(tag: int) -> tuple[int | None, int | None]:
+    r, loc = (tag & 0xFFFF) - 1, (tag >> 16) - 1
+    return (r if r >= 0 else None), (loc if loc >= 0 else None)
+
+
+# The labels a console line can open with, stacked (pod, host, srun task, torchrun, mpirun), and
+# the byte after them (a format may look at it). One match per line: a list index is a line.
+_HEAD = re.compile(
+    rb"\n((?:\[pod/[^\]\s\n]{1,300}\] )?(?:[A-Za-z0-9][\w.-]{0,62}: )?(?: {0,6}\d{1,7}: )?"
+    rb"(?:\[[A-Za-z_-]{0,63}\d{1,7}\]: ?|\[\d{1,7}(?:,\d{1,7})?\]<std\w{1,4}>: ?){0,3}[^\n]?)")
+# (matched after a newline, not with ^: the engine then skips to each newline at C speed)
+
+# A rank the text names (read when the labels give none), and a launcher's own line: the door
+# reads these from more of the line than its label.
+_TEXT_RANK = re.compile(TEXT_RANK.pattern.encode())  # the door's own rule, on bytes
+_LAUNCHER = re.compile(b"|".join(re.escape(w.encode()) for w in LAUNCHER_LINES))
+
+
+def console_tags(data: bytes, starts: np.ndarray, src=None) -> np.ndarray:
+    """The door's (global, local) rank of every line of a console chunk, as tags."""
+    n = len(starts)
+    tags = np.zeros(n, dtype=np.int32)
+    if not n:
+        return tags
+    if active_formats() != FORMATS:  # a user's prefix template: no label shortcut
+        return _door_tags(data, starts, range(n), tags, src)
+    heads = _HEAD.findall(b"\n" + data)
+    if len(heads) > n:  # the empty match after the final newline
+        heads = heads[:n]
+    hcode: dict[bytes, int] = {}
+    hc = np.array([hcode.setdefault(h, len(hcode)) for h in heads], dtype=np.int64)
+    hlen = np.array([len(h) for h in hcode], dtype=np.int64)[hc]
+    # the first rank a line's text names (within the part of the line the door looks at)
+    found = [(m.start(), m.group(0)) for m in _TEXT_RANK.finditer(data)]
+    mc = np.zeros(n, dtype=np.int64)  # 0: none
+    mcode: dict[bytes, int] = {}
+    if found:
+        pos = np.array([f[0] for f in found], dtype=np.int64)
+        codes = np.array([mcode.setdefault(f[1], len(mcode) + 1) for f in found], dtype=np.int64)
+        li = np.searchsorted(starts, pos, side="right") - 1
+        near = pos - starts[li] < 200 + hlen[li]
+        li, codes = li[near], codes[near]
+        first = np.unique(li, return_index=True)[1]  # the first mark of each line
+        mc[li[first]] = codes[first]
+    lens = np.diff(np.append(starts, len(data))) - 1
+    whole = (hlen >= lens).astype(np.int64)  # the line is its label: nothing follows it
+    key = (hc * (len(mcode) + 1) + mc) * 2 + whole
+    uniq, inv = np.unique(key, return_inverse=True)
+    heads_by = list(hcode)
+    marks_by = [b""] + list(mcode)
+    vals = np.empty(len(uniq), dtype=np.int32)
+    for j, k in enumerate(uniq.tolist()):
+        w, rest = k & 1, k >> 1
+        h, mk = heads_by[rest // (len(mcode) + 1)], marks_by[rest % (len(mcode) + 1)]
+        line = h if w else h + b"x"  # what follows a label matters only as "something"
+        vals[j] = tag_of(*line_facts(line + b" " + mk if mk else line).ranks(src))
+    tags[:] = vals[inv]
+    special = [m.start() for m in _LAUNCHER.finditer(data)]
+    if special:
+        lines = np.unique(np.searchsorted(starts, np.array(special, dtype=np.int64), side="right") - 1)
+        _door_tags(data, starts, lines.tolist(), tags, src)
+    return tags
+
+
+def _door_tags(data: bytes, starts: np.ndarray, which, tags: np.ndarray, src) -> np.ndarray:
+    n = len(starts)
+    for i in which:
+        s = int(starts[i])
+        e = int(starts[i + 1]) - 1 if i + 1 < n else len(data) - 1
+        tags[i] = tag_of(*line_facts(data[s:min(e, s + 512)]).ranks(src))
+    return tags
+
+
+def chunk_lines(offset: int, data: bytes, *, console: bool, year_hint: int | None = None,
+                src=None) -> ChunkLines:
+    starts = line_starts(data)
+    ct = chunk_times(data, starts, year_hint)
+    tags = console_tags(data, starts, src) if console else None
+    return ChunkLines(offset, starts, ct.epoch, tags, ct.year_hint)
+
+
+# The launcher labels at line starts, found in C over a whole chunk (which streams spoke: the
+# live engine's silence detector, the last-line walk), without parsing every line.
+_LABELS = re.compile(rb"\n(?:\[pod/[^\]\s]{1,300}\] )?(?:[A-Za-z][\w.-]{0,62}: )?"
+                     rb"(\[[A-Za-z_-]{0,63}\d{1,7}\]:|\[\d{1,7},\d{1,7}\]<std|\[\d{1,7}\]<std| {0,6}\d{1,7}: )")
+_LABEL_NUM = re.compile(rb"\d{1,7}(?=\]:|\]<|: )")
+
+
+def stream_labels(data: bytes) -> dict[bytes, int]:
+    """Launcher labels at line starts in ``data`` -> the number they carry. ``[defaultN]:``
+    gives a local rank, ``[rankN]:`` and mpirun's ``[j,N]<stderr>:`` a global one, srun's
+    ``  N: `` a task id; the label itself says which (see :func:`label_kind`)."""
+    out: dict[bytes, int] = {}
+    for lab in set(_LABELS.findall(b"\n" + data)):
+        m = _LABEL_NUM.search(lab)
+        if m:
+            out[lab] = int(m.group(0))
+    return out
+
+
+def label_kind(label: bytes) -> str:
+    """'local' ([defaultN]:), 'rank' ([rankN]:, mpirun), or 'task' (srun)."""
+    if label.startswith(b"[rank") or label.endswith(b"<std"):
+        return "rank"
+    if label.startswith(b"["):
+        return "local"
+    return "task"

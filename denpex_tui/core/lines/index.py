@@ -1,0 +1,238 @@
+"""Where each line of one log file starts and when it was written, without keeping its text.
+
+A :class:`FileIndex` is built from the reader's chunks and their line facts
+(:func:`~denpex_tui.core.lines.chunk.chunk_lines`) in the same pass that finds the findings:
+
+* a sparse table of line starts, one ``(line, offset)`` checkpoint at least every
+  :data:`CHECKPOINT_BYTES` of file (about 0.75 MB per GB of log): the text of a line is read
+  back from the file when it is shown (lnav and toolong do the same);
+* its *records* for the merged timeline: a record is a timestamped line and the untimestamped
+  lines after it (a traceback stays with the message it belongs to); lines before the file's
+  first timestamp go with the first record; a time earlier than the file's previous one is
+  raised to it (time never goes backwards within a file). Records are kept as two arrays (the
+  line each starts at, its time) until the merge takes them (:meth:`take_records`);
+* a console's rank tag per line (who wrote it: :func:`~denpex_tui.core.lines.chunk.tag_of`).
+
+Reading back a line costs at most ``CHECKPOINT_BYTES`` of short lines plus ``MAX_SHOW`` bytes of
+the line itself: a 2 GB line is read as its first ``MAX_SHOW`` bytes and marked cut.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from array import array
+from datetime import datetime
+
+import numpy as np
+
+from .chunk import ChunkLines
+
+__all__ = ["FileIndex", "CHECKPOINT_BYTES", "MAX_SHOW", "READ"]
+
+CHECKPOINT_BYTES = 16 << 10
+MAX_SHOW = 16 << 10  # bytes of one line read back for the screen (the rest is marked cut)
+READ = 1 << 20
+
+
+class FileIndex:
+    """Line starts of one file; ``lines`` complete lines up to byte ``end`` are indexed."""
+
+    def __init__(self, path: str, sid: int = 0, *, console: bool = False, continued: bool = False) -> None:
+        """``continued``: the index of a range that starts inside the file (its first lines
+        before a timestamp continue the previous range's last record)."""
+        self.path = path
+        self.sid = sid
+        self.console = console
+        self.ck_line = array("Q")
+        self.ck_off = array("Q")
+        self.lines = 0
+        self.end = 0
+        self.last_time: float | None = None
+        self.timed = False  # some line had a timestamp
+        self.stale = False  # the file was truncated or replaced: its old lines are gone
+        self.year_hint: int | None = None
+        self.dev_ino: tuple[int, int] | None = None
+        self.tags: array | None = array("i") if console else None
+        self.rec_line = array("q")  # records not yet merged: first line ...
+        self.rec_time = array("d")  # ... and time (NaN: the file has no timestamp yet)
+        self._started = continued  # some record was made (merged or pending)
+        self._fd: int | None = None
+
+    def __getstate__(self) -> dict:
+        d = dict(self.__dict__)
+        d["_fd"] = None  # an index travels between processes without its open file
+        return d
+
+    # -- building ----------------------------------------------------------------------------
+
+    def add(self, cl: ChunkLines) -> None:
+        """Index the lines of one chunk: the file's next lines. The caller sets ``end`` to
+        where the reader stopped (a cut line's chunk is shorter than the line)."""
+        n = len(cl)
+        if not n:
+            return
+        base = self.lines
+        offs = cl.starts + cl.offset
+        first_t = int(offs[0]) if not self.ck_off else self.ck_off[-1] + CHECKPOINT_BYTES
+        targets = np.arange(first_t, int(offs[-1]) + 1, CHECKPOINT_BYTES, dtype=np.int64)
+        picks = np.unique(np.searchsorted(offs, targets, side="left"))
+        picks = picks[picks < n]
+        if len(picks):
+            self.ck_line.extend((picks + base).tolist())
+            self.ck_off.extend(offs[picks].tolist())
+        if self.tags is not None and cl.tags is not None:
+            self.tags.frombytes(cl.tags.astype(np.int32).tobytes())
+        timed = np.flatnonzero(~np.isnan(cl.epoch))
+        t = cl.epoch[timed]
+        first = timed.astype(np.int64) + base
+        if len(t):
+            if self.last_time is not None:
+                t = np.maximum(t, self.last_time)
+            t = np.maximum.accumulate(t)
+        pending = len(self.rec_line) > 0
+        if pending and np.isnan(self.rec_time[-1]) and len(t):
+            # the file's untimed first lines go with its first timestamp
+            self.rec_time[-1] = float(t[0])
+            first, t = first[1:], t[1:]
+        elif not len(first) or first[0] > base:  # lines before the chunk's first timestamp
+            if pending:
+                pass  # they continue the pending record
+            elif self._started:  # the previous record was merged already: a continuation
+                first = np.concatenate([[base], first])
+                t = np.concatenate([[self.last_time if self.last_time is not None else np.nan], t])
+            elif len(first):
+                first[0] = base  # the file's first lines go with its first timestamp
+            else:
+                first, t = np.array([base], np.int64), np.array([np.nan])
+        self._started = self._started or len(first) > 0
+        if len(timed):
+            self.timed = True
+            raised = float(np.maximum.accumulate(np.maximum(cl.epoch[timed], self.last_time or -np.inf))[-1])
+            self.last_time = raised
+        self.rec_line.frombytes(first.astype(np.int64).tobytes())
+        self.rec_time.frombytes(np.asarray(t, dtype=np.float64).tobytes())
+        self.lines += n
+        if cl.year_hint is not None:
+            self.year_hint = cl.year_hint
+
+    def take_records(self) -> tuple[np.ndarray, np.ndarray]:
+        """The records not merged yet, as (first line, time) arrays, and forget them."""
+        first = np.frombuffer(self.rec_line, dtype=np.int64).copy()
+        t = np.frombuffer(self.rec_time, dtype=np.float64).copy()
+        self.rec_line, self.rec_time = array("q"), array("d")
+        return first, t
+
+    # -- the file ----------------------------------------------------------------------------
+
+    def size(self) -> int:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return self.end
+        if self.dev_ino is None:
+            self.dev_ino = (st.st_dev, st.st_ino)
+            if self.year_hint is None:
+                self.year_hint = datetime.fromtimestamp(st.st_mtime).year
+        elif self.dev_ino != (st.st_dev, st.st_ino) or st.st_size < self.end:
+            self.stale = True
+        return st.st_size
+
+    def mtime(self) -> float:
+        try:
+            return os.stat(self.path).st_mtime
+        except OSError:
+            return 0.0
+
+    def _read(self, n: int, off: int) -> bytes:
+        if self.stale:
+            return b""
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+            except OSError:
+                return b""
+            try:
+                st = os.fstat(self._fd)
+                if self.dev_ino is not None and (st.st_dev, st.st_ino) != self.dev_ino:
+                    self.stale = True  # another file now has the name: its lines are not ours
+                    return b""
+            except OSError:
+                return b""
+        try:
+            return os.pread(self._fd, n, off)
+        except OSError:
+            return b""
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
+
+    # -- reading back ----------------------------------------------------------------------
+
+    def offset_of(self, line: int) -> int | None:
+        """Byte offset where (0-based) ``line`` starts."""
+        if line < 0 or line >= self.lines or not self.ck_line:
+            return None
+        c = bisect.bisect_right(self.ck_line, line) - 1
+        pos, at = self.ck_off[c], self.ck_line[c]
+        while at < line:
+            data = self._read(READ, pos)
+            if not data:
+                return None
+            i = 0
+            while at < line:
+                nl = data.find(b"\n", i)
+                if nl < 0:
+                    break
+                at += 1
+                i = nl + 1
+            pos += i if at == line else len(data)
+        return pos
+
+    def read_lines(self, line: int, count: int) -> list[tuple[bytes, bool]]:
+        """Up to ``count`` lines from ``line`` (0-based): (first MAX_SHOW bytes, cut?)."""
+        out: list[tuple[bytes, bool]] = []
+        count = min(count, self.lines - line)
+        pos = self.offset_of(line) if count > 0 else None
+        while pos is not None and len(out) < count:
+            data = self._read(READ // 16, pos)
+            if not data:
+                break
+            i = 0
+            while len(out) < count:
+                nl = data.find(b"\n", i)
+                if nl < 0:
+                    break
+                out.append((data[i:min(nl, i + MAX_SHOW)], nl - i > MAX_SHOW))
+                i = nl + 1
+            if len(out) >= count:
+                break
+            if i == 0:  # one line longer than the read: its start only, then the next line
+                rest = data[:MAX_SHOW]
+                if line + len(out) == self.lines - 1 and len(data) < READ // 16:
+                    out.append((rest, False))  # the unterminated last line
+                    break
+                out.append((rest, True))
+                pos = self.offset_of(line + len(out)) if line + len(out) < self.lines else None
+            else:
+                pos += i
+        return out
+
+    def line_at_offset(self, off: int) -> int:
+        """The (0-based) line that byte ``off`` is in."""
+        c = bisect.bisect_right(self.ck_off, off) - 1
+        if c < 0:
+            return 0
+        pos, at = self.ck_off[c], self.ck_line[c]
+        while pos < off:
+            data = self._read(min(READ, off - pos), pos)
+            if not data:
+                break
+            at += data.count(b"\n", 0, off - pos)
+            pos += len(data)
+        return at

@@ -1,0 +1,227 @@
+"""Times a source's streams tell beyond its findings: the nearest earlier time of an untimed
+line, the source's first time, and the last timestamped line of each rank's stream.
+
+All three are the same however the source's bytes were cut into chunks (an 8 MiB history chunk
+or a live line at a time), so ``scan`` and the live engine agree:
+
+* **Earlier time** (an untimestamped traceback header or NCCL WARN line takes the time of the
+  line before it): the nearest earlier timestamped line of the same stream among the
+  :data:`WINDOW_LINES` lines before it (at most :data:`WINDOW_BYTES`, across chunk boundaries),
+  else the nearest timestamped line of any stream there. Each line is read at most once per
+  chunk, whatever the number of untimed lines: the work is linear in lines.
+* **First time**: the first timestamped line among the source's first :data:`FIRST_LINES` lines.
+* **Last lines**: per chunk, every stream present in it has its last timestamped line recorded
+  (a backward walk of the chunk's end, then the chunk's line facts in numpy when a stream is
+  not found near the end).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from datetime import datetime
+
+import numpy as np
+
+from .lines.chunk import console_tags, line_starts, stream_labels
+from .lines.facts import LineFacts, line_facts
+from .lines.times import chunk_times
+from .model import LastLine
+
+__all__ = ["StreamTimesMixin", "WINDOW_LINES", "WINDOW_BYTES", "FIRST_LINES"]
+
+WINDOW_LINES = 400
+WINDOW_BYTES = 256 << 10
+FIRST_LINES = 1000
+_WALK = 2000  # lines walked back from a chunk's end before the numpy pass
+
+
+class _Ctx:
+    """One chunk's view for earlier-time lookups: the recent bytes before it, then the chunk."""
+
+    __slots__ = ("buf", "base", "cursor", "by_key", "any")
+
+    def __init__(self, recent: bytes, data: bytes) -> None:
+        self.buf = recent + data if recent else data
+        self.base = len(recent)
+        self.cursor = 0  # lines before this position were read
+        self.by_key: dict = {}  # stream -> (time, line start)
+        self.any: tuple[datetime, int] | None = None
+
+
+class StreamTimesMixin:
+    def init_streams(self) -> None:
+        self._recent: deque[bytes] = deque()
+        self._recent_bytes = 0
+        self._ctx: _Ctx | None = None
+        self._chunk: bytes | None = None
+        self._first_left = FIRST_LINES
+
+    def chunk_begin(self, data: bytes, offset: int) -> None:
+        self._ctx = None
+        self._chunk = data
+
+    def chunk_end(self, data: bytes) -> None:
+        """Keep the last WINDOW_BYTES of whole lines for the next chunks' look-backs."""
+        self._ctx = None
+        self._chunk = None
+        if len(data) >= WINDOW_BYTES:
+            cut = data.find(b"\n", len(data) - WINDOW_BYTES) + 1
+            self._recent.clear()
+            self._recent.append(data[cut:] if 0 < cut < len(data) else data[-WINDOW_BYTES:])
+            self._recent_bytes = len(self._recent[0])
+            return
+        self._recent.append(data)
+        self._recent_bytes += len(data)
+        while len(self._recent) > 1 and self._recent_bytes - len(self._recent[0]) >= WINDOW_BYTES:
+            self._recent_bytes -= len(self._recent.popleft())
+
+    # -- the nearest earlier time ------------------------------------------------------------
+
+    def prev_time(self, data: bytes, s: int, key) -> datetime | None:
+        ctx = self._ctx
+        if ctx is None or self._chunk is not data:
+            ctx = self._ctx = _Ctx(b"".join(self._recent), data)
+            self._chunk = data
+        buf = ctx.buf
+        p = ctx.base + s
+        lo = p
+        for _ in range(WINDOW_LINES):
+            if lo <= 0 or p - lo >= WINDOW_BYTES:
+                break
+            lo = buf.rfind(b"\n", 0, lo - 1) + 1
+        lo = max(lo, p - WINDOW_BYTES)
+        pos = max(ctx.cursor, lo)
+        if pos > ctx.cursor and pos > 0 and buf[pos - 1:pos] != b"\n":
+            pos = buf.find(b"\n", pos) + 1 or p
+        while pos < p:
+            nl = buf.find(b"\n", pos, p)
+            if nl < 0:
+                nl = p
+            if nl > pos:
+                pre = line_facts(buf[pos:nl], self.year_hint)
+                if pre.time is not None:
+                    ctx.by_key[self.stream_of(pre)] = (pre.time, pos)
+                    ctx.any = (pre.time, pos)
+            pos = nl + 1
+        ctx.cursor = max(ctx.cursor, p)
+        hit = ctx.by_key.get(key)
+        if hit is not None and hit[1] >= lo:
+            return hit[0]
+        if ctx.any is not None and ctx.any[1] >= lo:
+            return ctx.any[0]  # a console is written in arrival order: any earlier time bounds it
+        return None
+
+    # -- the first time -------------------------------------------------------------------------
+
+    def first_time_done(self) -> None:
+        """This processor reads a range inside the file: the file's first time is not in it."""
+        self._first_left = 0
+
+    def find_first_time(self, data: bytes) -> None:
+        pos = 0
+        while self._first_left > 0:
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                return
+            self._first_left -= 1
+            pre = line_facts(data[pos:nl], self.year_hint)
+            pos = nl + 1
+            if pre.time is not None:
+                self.first_time = pre.time
+                self._first_left = 0
+                return
+
+    # -- last lines -----------------------------------------------------------------------------
+
+    def _last_key(self, pre: LineFacts):
+        key = self.stream_of(pre)
+        if key is None and pre.rank is not None:
+            key = ("g", pre.rank)  # a rank named in the text ([rank3]:, DeepSpeed's [Rank 3])
+        return key
+
+    def record_last_lines(self, data: bytes, offset: int) -> None:
+        """The last timestamped line of each rank stream present in this chunk."""
+        console = self.info.kind == "console"
+        end = len(data)
+        pos = end - 1  # the final newline
+        lines_after = 0
+        found: set = set()
+        done_lines: list[tuple[LineFacts, int, int]] = []  # (facts, start, lines after it)
+        walked_all = True
+        want = 1
+        if console:  # the streams the chunk's labels name (C speed), else one the text names
+            want = len(stream_labels(data)) or 1
+        for _ in range(_WALK):
+            if pos <= 0:
+                break
+            start = data.rfind(b"\n", 0, pos) + 1
+            raw = data[start:pos]
+            pos = start - 1
+            lines_after += 1
+            if not raw:
+                continue
+            pre = line_facts(raw, self.year_hint)
+            if pre.time is None or pre.launcher:
+                continue
+            key = self._last_key(pre)
+            if console and key is None:
+                continue
+            if key in found:
+                continue
+            found.add(key)
+            done_lines.append((pre, start, lines_after))
+            if len(found) >= want:
+                break
+        else:
+            walked_all = pos <= 0
+        if len(found) < want and not walked_all:
+            done_lines += self._last_lines_numpy(data, found, end)
+        for pre, start, after in done_lines:
+            self._record_last(pre, offset + start, self.line_no - after + 1)
+
+    def _last_lines_numpy(self, data: bytes, found: set, end: int) -> list:
+        starts = line_starts(data)
+        n = len(starts)
+        epoch = chunk_times(data, starts, self.year_hint).epoch
+        timed = ~np.isnan(epoch)
+        out = []
+        if self.info.kind != "console":
+            idx = np.flatnonzero(timed)
+            if len(idx):
+                i = int(idx[-1])
+                out.append((self._facts_at(data, starts, i), int(starts[i]), n - i))
+            return out
+        tags = console_tags(data, starts, self.info)
+        sel = np.flatnonzero(timed)
+        if not len(sel):
+            return out
+        # the last timed line of each tag; untagged lines (host streams) walked back, bounded
+        t = tags[sel]
+        order = np.lexsort((sel, t))
+        last_of = np.flatnonzero(np.append(t[order][1:] != t[order][:-1], True))
+        cands = sorted((int(sel[order][j]) for j in last_of), reverse=True)
+        zero = sel[t == 0][::-1][:_WALK]
+        for i in cands + [int(i) for i in zero]:
+            pre = self._facts_at(data, starts, i)
+            if pre.launcher:
+                continue
+            key = self._last_key(pre)
+            if key is None or key in found:
+                continue
+            found.add(key)
+            out.append((pre, int(starts[i]), n - i))
+        return out
+
+    def _facts_at(self, data: bytes, starts: np.ndarray, i: int) -> LineFacts:
+        s = int(starts[i])
+        e = int(starts[i + 1]) - 1 if i + 1 < len(starts) else len(data) - 1
+        return line_facts(data[s:e], self.year_hint)
+
+    def _record_last(self, pre: LineFacts, off: int, lineno: int) -> None:
+        g, local = self._ranks(pre)
+        self._note_key(g, local)
+        key = self._last_key(pre)
+        self.last_lines[(self.attempt, key)] = LastLine(
+            path=self.info.path, line=lineno, offset=off, text=pre.text.strip(), time=pre.time,
+            key_local=local, key_rank=g, node_key=self.info.node_key, attempt=self.attempt,
+            priority=self.info.priority)

@@ -1,0 +1,133 @@
+"""The live engine's first phase: the job's history, read by the same pass ``scan`` uses.
+
+The files that exist when following begins are found as ``scan`` finds them
+(:func:`denpex_tui.core.sources.discover`, under the hung-mount watchdog) and read once by
+:func:`denpex_tui.core.history.read_history` (on every core for a big job). Each source's
+processor joins the engine as it completes, so a diagnosis can be shown *so far* while the rest
+is read; the follower then starts where the history stopped (``Tailer.start_at``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from denpex_tui.core.history import IO_TIMEOUT_S, ReadProgress, SourceHistory, read_history
+from denpex_tui.core.lines.index import FileIndex
+from denpex_tui.core.matcher import Matcher
+from denpex_tui.core.model import SourceInfo
+from denpex_tui.core.sources import classify, discover
+from denpex_tui.core.watchdog import watchdog
+
+__all__ = ["HistoryProgress", "HistoryDone", "Backlog"]
+
+
+@dataclass(slots=True)
+class HistoryProgress:
+    """How far the history is read (bytes of the files found at start)."""
+
+    read: int
+    total: int
+    sources_done: int
+    sources: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "history", "read": self.read, "total": self.total, "sources_done": self.sources_done,
+                "sources": self.sources, "complete": False}
+
+
+@dataclass
+class HistoryDone:
+    """Every file found at start is read to its end: the diagnosis is no longer provisional."""
+
+    read: int
+    total: int
+    seconds: float  # wall time of the history pass
+    indexes: dict[str, FileIndex] = field(default_factory=dict)  # path -> line index (the view's)
+    infos: dict[str, SourceInfo] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "history", "read": self.read, "total": self.total, "complete": True,
+                "seconds": round(self.seconds, 3)}
+
+
+def find_sources(paths: list[str], io_timeout: float = IO_TIMEOUT_S) -> tuple[list[SourceInfo], list[str]]:
+    """The files of ``paths`` as ``scan`` finds them (a hung mount: what was found before it)."""
+    sources: list[SourceInfo] = []
+    warnings: list[str] = []
+    seen: set[str] = set()
+    for arg in paths:
+        counter: dict = {"n": 0}
+
+        def one(arg=arg, counter=counter):
+            return discover([arg], progress=counter)
+
+        done, d = watchdog(one, lambda counter=counter: counter["n"], io_timeout)
+        if done:
+            found, warns = d.sources, d.warnings
+        else:
+            found = []
+            for i, p in enumerate(sorted(counter.get("found", []))):
+                src = classify(p, i)
+                src.size = counter.get("sizes", {}).get(p, 0)
+                found.append(src)
+            warns = list(counter.get("warnings", [])) + [
+                f"{counter.get('current') or arg}: no answer for {io_timeout:.0f} s while listing it "
+                "(hung filesystem?): skipped"]
+        for s in found:
+            if s.path not in seen:
+                seen.add(s.path)
+                s.order = len(sources)
+                sources.append(s)
+        # warnings about paths that do not exist (yet) are the tailer's to report
+        warnings += [w for w in warns if "no such file" not in w and "no file matches" not in w]
+    return sources, warnings
+
+
+class Backlog:
+    """Reads the history in its own thread; ``adopt`` runs for each source in the engine's parse
+    thread (through ``submit``), so the job is only ever changed there."""
+
+    def __init__(self, paths: list[str], matcher: Matcher, *, index: bool, polite: bool, jobs: int | None = None):
+        self.paths = paths
+        self.matcher = matcher
+        self.index = index
+        self.polite = polite
+        self.jobs = jobs
+        self.progress = ReadProgress()
+        self.histories: dict[str, SourceHistory] = {}
+        self.warnings: list[str] = []
+
+    def run(self, adopt: Callable[[SourceHistory], None]) -> None:
+        """The whole pass (blocking: run it in a thread)."""
+        sources, self.warnings = find_sources(self.paths)
+        self.progress.total = sum(s.size for s in sources)
+        self.progress.sources = len(sources)
+
+        def got(h: SourceHistory) -> None:
+            self.histories[os.path.abspath(h.info.path)] = h
+            adopt(h)
+
+        # next to a running job the pass is polite (lower priority); it still uses the cores
+        # that are free, since the diagnosis waits for it
+        read_history(sources, self.matcher, got, index=self.index, partial_tail=False, jobs=self.jobs,
+                     polite=False, progress=self.progress)
+
+    def start_at(self) -> dict[str, tuple]:
+        """Where the follower takes over, per file (absolute path)."""
+        out: dict[str, tuple] = {}
+        for p, h in self.histories.items():
+            if h.info.kind == "error-json":
+                out[p] = (None, h.stop)  # rewritten, not appended: a new one is read again
+            elif h.kind == "text":
+                out[p] = (h.ident, h.stop, b"".join(h.processor._recent)[-(64 << 10):])
+            else:  # gzip (a rotated copy) or UTF-16: read whole by the history pass, not followed
+                out[p] = (h.ident, -1)
+        return out
+
+    def done(self, seconds: float) -> HistoryDone:
+        idx = {h.info.path: h.index for h in self.histories.values() if h.index is not None}
+        infos = {h.info.path: h.info for h in self.histories.values()}
+        return HistoryDone(self.progress.read(), self.progress.total, seconds, idx, infos, list(self.warnings))
