@@ -4,7 +4,9 @@ pasted into public issue threads, tests/fixtures/wild/) and our own fault-inject
 
     python bench/accuracy.py [wild|runs|all] [-v]
 
-Prints the score by family and by prefix format, then every case that is wrong.
+Prints the score by collection batch (a case's truth.json ``batch``: the README's table keeps each
+batch's first score, taken before anything was changed for it), by family and by prefix format,
+then every case that is wrong.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def main(argv: list[str]) -> int:
         print(f"== {name}: {len(scores)} cases; signature {pct(sig, len(scores))}; "
               f"rank {pct(sum(bool(s.rank_ok) for s in ranked), len(ranked))}; "
               f"line {pct(sum(bool(s.line_ok) for s in scores), sum(s.line_ok is not None for s in scores))}")
-        for title, key in (("family", lambda s: [s.family]), ("format", lambda s: s.formats or ["?"])):
+        for title, key in (("batch", lambda s: [s.batch]), ("family", lambda s: [s.family]),
+                           ("format", lambda s: s.formats or ["?"])):
             print(f"  by {title}:")
             for k, (a, b, c, d) in table(scores, key).items():
                 print(f"    {k:24} signature {pct(a, b):14} rank {pct(c, d)}")
@@ -45,7 +48,8 @@ def main(argv: list[str]) -> int:
         wrong = [s for s in scores if not s.sig_ok or s.rank_ok is False or s.collateral_ok is False]
         print(f"  wrong ({len(wrong)}):")
         for s in wrong:
-            print(f"    {s.name}: got {s.got_sig} rank {s.got_rank}; truth {s.accept[:3]} rank {s.truth_rank}")
+            coll = "" if s.collateral_ok is not False else " (collateral set wrong)"
+            print(f"    [{s.batch}] {s.name}: got {s.got_sig} rank {s.got_rank}; truth {s.accept[:3]} rank {s.truth_rank}{coll}")
         if verbose:
             for s in scores:
                 print(f"    {'ok ' if s.sig_ok else 'BAD'} {s.name}: {s.got_sig} @ {s.got_line} (truth {s.truth_line})")

@@ -35,6 +35,7 @@ class CaseScore:
     sig_ok: bool
     rank_ok: bool | None
     collateral_ok: bool | None = None  # scored where the truth lists the collateral ranks
+    batch: str = ""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -61,6 +62,16 @@ def log_files(case: Path) -> list[str]:
     return sorted(out)
 
 
+def batch_of(case: Path, truth: dict) -> str:
+    """The collection batch a case belongs to: its truth's ``batch``, else the set it was tuned on
+    (wild ``a_``/``b_``: ``tuned``; wild ``h_``: ``held-out``; runs: ``runs-1``)."""
+    if truth.get("batch"):
+        return str(truth["batch"])
+    if case.parent.name == "wild":
+        return "held-out" if case.name.startswith("h_") else "tuned"
+    return "runs-1"
+
+
 def score_case(case: Path) -> CaseScore:
     t = json.loads((case / "truth.json").read_text())
     r = scan_paths(log_files(case), include_user=False)
@@ -82,7 +93,7 @@ def score_case(case: Path) -> CaseScore:
         coll_ok = got_coll == sorted(t["collateral_ranks"])
     return CaseScore(case.name, t.get("family", "?"), list(t.get("formats") or []), accept, truth_rank,
                      init.signature if init else None, init.rank if init else None, got_line, truth_line,
-                     sig_ok, rank_ok, coll_ok)
+                     sig_ok, rank_ok, coll_ok, batch_of(case, t))
 
 
 def table(scores: list[CaseScore], key) -> dict[str, tuple[int, int, int, int]]:

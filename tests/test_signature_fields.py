@@ -12,6 +12,7 @@ from denpex_tui.core.lines.facts import parse_line
 KNOWN = {
     "rank", "blamed_rank", "blamed_ranks", "pid", "host", "exitcode", "signum", "signame",
     "path", "peer", "status", "errno", "signal", "device", "is_localhost", "local_rank", "tasks", "desc", "methods",
+    "xid", "pci_bus",  # core/xid.py reads them (the Xid catalog entry, the GPU it hit)
 }
 
 _GROUP = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")

@@ -108,6 +108,7 @@ class DenpexApp(LevelActions, WatchActions, App):
         Binding("escape", "escape", "close explanation / search / rank filter", show=False),
         *(Binding(str(i + 1), f"pane('{p}')", f"pane: {p}", show=False) for i, p in enumerate(PANES)),
         Binding("E", "evidence", "write an evidence bundle of the watched logs", show=False),
+        Binding("s", "stacks", "stacks of the job's processes, grouped (py-spy, else /proc)", show=False),
     ]
 
     def __init__(self, options: WatchOptions, catalog: Catalog, *, engine: Engine | None = None) -> None:
@@ -464,7 +465,17 @@ class DenpexApp(LevelActions, WatchActions, App):
             return
         if msg.key != self._fix_key:
             return
-        await self.query_one(FixPanel).show(msg.finding, msg.panel, msg.differential, msg.origin)
+        inc = self.state.incident
+        coll = None
+        if inc is not None and inc.collectives and inc.initiating is not None and (
+                inc.initiating.signature, inc.initiating.rank) == (msg.finding.signature, msg.finding.rank):
+            coll = inc.collectives  # the hang's collective table goes with its initiating finding
+        await self.query_one(FixPanel).show(msg.finding, msg.panel, msg.differential, msg.origin, coll)
+
+    def action_stacks(self) -> None:  # s: the stacks of the job's processes (app/stacks_key.py)
+        from denpex_tui.app.stacks_key import start as start_stacks
+
+        start_stacks(self)
 
     def action_interrupt(self) -> None:
         """ctrl+c: copy the mouse selection if there is one (and say that ctrl+c again quits),

@@ -30,9 +30,9 @@ __all__ = ["PLACEHOLDERS", "TemplateError", "parse_template", "RenderedCommand",
 DELETED_OPEN_TEMPLATE = "lsof -nP +L1 2>/dev/null | grep -F -- {dir}"
 
 PLACEHOLDERS = ("path", "dir", "pid", "rank", "node", "log", "nvme_path", "ckpt_dir", "line",
-                "job", "rerun", "ds_config", "signature", "params", "world_size")
+                "job", "rerun", "ds_config", "signature", "params", "world_size", "socket")
 _NUMERIC = {"pid", "rank", "line", "world_size"}
-_PATHLIKE = {"path", "dir", "log", "nvme_path", "ckpt_dir", "job", "rerun", "ds_config"}
+_PATHLIKE = {"path", "dir", "log", "nvme_path", "ckpt_dir", "job", "rerun", "ds_config", "socket"}
 _SIGNATURE = re.compile(r"^[a-z0-9]+(?:\.[a-z0-9]+(?:-[a-z0-9]+)*)+$")
 _COUNT = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:e[0-9]+|[kmbt])?$", re.I)
 _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|[{}]")

@@ -20,6 +20,7 @@ out are named in README.txt).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -176,6 +177,17 @@ def write_bundle(result, out: str, *, argv: list[str], diagnosis_text: str, snap
                     f"first {f.signature} (line {at}, marked >, is the last one logged at or before it)\n")
             put(f"excerpts/{name}.{other}.txt", head + text)
             excerpts.append(Excerpt(f.rank, role + " (same rank, other file)", f.signature, s.path, at, lo, hi, text))
+    # the Flight Recorder dumps the diagnosis used, as read (plain JSON: a pickle is never copied on)
+    fr = result.job.flight_recorder() if hasattr(result.job, "flight_recorder") else None
+    for r, d in sorted((fr.dumps if fr else {}).items()):
+        body = {"path": safe_str(d.path), "rank": r, "format": d.fmt, "version": d.version,
+                "pg_config": {k: [v[0], list(v[1])] for k, v in d.pg_config.items()}, "pg_status": d.pg_status,
+                "entries": [dataclasses.asdict(e) for e in d.entries]}
+        text = json.dumps(body, ensure_ascii=False) + "\n"
+        if len(text) > budget:
+            b.left_out.append(f"rank {r}'s Flight Recorder dump: over the {MAX_BYTES >> 20} MiB cap")
+            continue
+        put(f"flight_recorder/rank{r}.json", text)
     doc = {
         "schema": schema.SCHEMA,
         "kind": KIND,

@@ -10,6 +10,8 @@
   what the exit code means.
 * Ranks the agent terminated (``Sending process P closing signal SIGTERM``, exit code -15) before
   they printed an error are collateral: "terminated by the agent".
+* Flight Recorder dumps and NCCL RAS reports, when the job has them, are merged last
+  (:func:`~denpex_tui.core.frtriage.apply_dump_evidence`): they can name the rank the logs cannot.
 """
 
 from __future__ import annotations
@@ -19,13 +21,17 @@ from datetime import datetime
 
 from .catalog import Catalog
 from .detect import signal_name
+from .frtriage import apply_dump_evidence
 from .model import FailureEntry, Finding, Incident, LastLine, iso
 from .ranks import rank_entry as _entry
+from .ranks import rank_ranges
+from .rankroles import named
 from .words import rank as _rank
 from .words import ranks as _ranks_of
 from .words import count, tally
 
-__all__ = ["hang_incident", "launcher_incident", "agent_terminated", "external_stop_incident", "exit_meaning"]
+__all__ = ["hang_incident", "launcher_incident", "agent_terminated", "external_stop_incident", "exit_meaning",
+           "apply_dump_evidence"]
 
 # The launcher itself told to stop from outside (scheduler cancel or time limit, a person).
 _EXTERNAL_STOP = {"torchelastic.death-signal"}
@@ -250,6 +256,49 @@ def _one_per_rank(fs: list[Finding]) -> list[Finding]:
     return out
 
 
+def _ranges(rs) -> str:
+    return rank_ranges(rs)
+
+
+def _reported_timeout(attempt, coll: list[Finding], catalog: Catalog) -> Incident | None:
+    """Every rank here timed out or was told of a timeout, and a report names the rank that
+    *detected* it first (the Flight Recorder's 'dump signal ... from rank N', or 'from this local
+    rank'). That rank is where the timeout was first seen: a detector, not proof of the cause."""
+    reps = []
+    for f in coll:
+        ranks, ex = named(f.text, "reporter", f.rank)
+        if ranks:
+            reps.append((_ts(f.time) if f.time else float("inf"), f.source_order, f.text_line, ranks[0], ex, f))
+    if not reps:
+        return None
+    reps.sort(key=lambda x: x[:3])
+    _, _, _, rank, ex, f = reps[0]
+    own = [x for x in coll if x.rank == rank and _TIMEOUT_KIND.search(x.signature)]
+    src = own[0] if own else f
+    sig = catalog.get("dist.collective-timeout")
+    init = _entry(src, [src])
+    init.rank, init.role = rank, "initiating"
+    if not own:
+        init.signature = "dist.collective-timeout"
+        init.title = sig.title if sig else "Collective timed out"
+        init.phase, init.family = (sig.phase, sig.family) if sig else ("any", "dist")
+    told = sorted({x.rank for x in coll if x.rank is not None and x.rank != rank})
+    by = f"rank {f.rank}'s" if f.rank is not None and f.rank != rank else "its own"
+    evidence = [
+        f"no rank failed before the timeout; per {by} Flight Recorder dump signal ('{f.text[:160]}'), rank {rank} "
+        "detected the collective timeout first",
+        "the detecting rank is where the hang was first seen, not necessarily its cause: the rank that never "
+        "entered the collective prints no timeout; compare 'last enqueued/completed NCCL work' across ranks, or "
+        "read the Flight Recorder dumps (python -m torch.distributed.flight_recorder.fr_trace DUMP_DIR)",
+    ]
+    if told:
+        evidence.append(f"ranks {_ranges(told)} were told of the timeout or timed out after it (collateral)")
+    collateral = _one_per_rank([_entry(x, [x]) for x in coll if x.rank != rank])
+    summary = (f"rank {rank} first to detect: {init.title} - {len(collateral)} collateral; "
+               "no rank failed before it")
+    return Incident(attempt, init, collateral, [], None, "low", evidence, summary)
+
+
 def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentries, catalog, stalls, job,
                   ctx: list[Finding] | None = None) -> Incident:
     evidence: list[str] = []
@@ -276,6 +325,10 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
         summary = f"rank {rank} initiating: {init.title} - {tally(len(collateral))}"
         return Incident(attempt, init, collateral, [], None, "medium", evidence, summary)
     missing = sorted(r for r in ranks_seen if r not in timed_out)
+    if not missing and not stalls:
+        inc = _reported_timeout(attempt, coll, catalog)
+        if inc is not None:
+            return inc
     waited = [f for f in coll if _TIMEOUT_KIND.search(f.signature)]
     if coll and not waited and not stalls:
         # Every rank here reports its peer gone (closed, reset, a remote error), none timed out

@@ -16,9 +16,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .frdump import FRDump
+from .frtrace import FRReport, analyse
 from .lines.ranks import RankResolver, build_resolver
 from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo, finding_key
 from .pipeline import SourceProcessor
+from .ras import RasReport
 from .text import safe_str
 
 __all__ = ["JobState", "SourceSummary"]
@@ -104,6 +107,10 @@ class JobState:
         self.warnings: list[str] = []
         self._resolved = False
         self._resolver_cache: RankResolver | None = None
+        # evidence that is not lines: Flight Recorder dumps and NCCL RAS reports, by path
+        self.dumps: dict[str, FRDump] = {}
+        self.ras: dict[str, RasReport] = {}
+        self._fr: tuple | None = None
 
     def add(self, r: ProcessorResult, key: str | None = None) -> None:
         self.results[key or r.info.path] = r
@@ -113,6 +120,28 @@ class JobState:
         """A result was added or replaced: ranks are resolved again when next asked."""
         self._resolved = False
         self._resolver_cache = None
+
+    def add_dump(self, d: FRDump) -> None:
+        self.dumps[d.path] = d
+        self._fr = None
+
+    def add_ras(self, r: RasReport) -> None:
+        self.ras[r.path] = r
+
+    def ras_reports(self) -> list[RasReport]:
+        return [r for r in self.ras.values() if not r.empty]
+
+    def flight_recorder(self) -> FRReport | None:
+        """What the job's dumps say together (ranks the logs show count as members too)."""
+        if not self.dumps:
+            return None
+        by_attempt = self.ranks_by_attempt()
+        ranks = by_attempt.get(max(by_attempt), set()) if by_attempt else set()
+        world = max(ranks) + 1 if ranks and max(ranks) < 1 << 20 else None
+        key = (len(self.dumps), tuple(sorted((p, d.newest, d.mtime) for p, d in self.dumps.items())), world)
+        if self._fr is None or self._fr[0] != key:
+            self._fr = (key, analyse(list(self.dumps.values()), world))
+        return self._fr[1]
 
     # -- rank mapping ---------------------------------------------------------------------
 

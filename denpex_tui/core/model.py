@@ -45,7 +45,7 @@ class SourceInfo:
     """One input stream (a file, a rotated file, error.json, an --exec command)."""
 
     path: str
-    kind: str  # "rank-file" | "console" | "error-json" | "exec"
+    kind: str  # "rank-file" | "console" | "error-json" | "exec" | "fr-dump" | "ras" (evidence, not lines)
     node_key: str | None = None  # sources of one node share it (a folder)
     attempt: int | None = None  # torchrun attempt_N folder
     local_rank: int | None = None  # torchrun attempt_N/<local>/ folder
@@ -54,6 +54,7 @@ class SourceInfo:
     order: int = 0  # position on the command line, for stable ordering
     history_only: bool = False  # rotated/compressed copies
     size: int = 0  # bytes at discovery
+    also_ras: bool = False  # a log that holds an NCCL RAS report: read as lines and as a report
 
     @property
     def priority(self) -> int:
@@ -199,6 +200,10 @@ class Incident:
     hypotheses: list[dict[str, Any]] = field(default_factory=list)
     # Decided before every source's history was read: "so far", never of high confidence.
     provisional: bool = False
+    # What the logs alone said, when other evidence (Flight Recorder dumps, NCCL RAS) changed it
+    logs_alone: str | None = None
+    # The collective table from the dumps (core/frtrace.FRReport.to_json), when there are dumps
+    collectives: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         def fj(f: Finding) -> dict[str, Any]:
@@ -231,6 +236,8 @@ class Incident:
             "summary": self.summary,
             "hypotheses": [hj(h) for h in self.hypotheses],
             "provisional": self.provisional,
+            **({"logs_alone": self.logs_alone} if self.logs_alone else {}),
+            **({"collectives": self.collectives} if self.collectives else {}),
         }
 
 

@@ -18,7 +18,7 @@ from .text import safe_str
 from .triage import triage
 from .watchdog import watchdog
 
-__all__ = ["ScanResult", "scan_paths", "read_tail", "SCHEMA"]
+__all__ = ["ScanResult", "scan_paths", "read_tail", "read_evidence", "EVIDENCE_KINDS", "SCHEMA"]
 
 SCHEMA = 1
 
@@ -40,7 +40,8 @@ class ScanResult:
     def readable_sources(self) -> int:
         # a source that stopped answering after some of it was read still counts: what was
         # found in it is kept (see process_source)
-        return sum(1 for r in self.job.results.values() if not r.errors or r.bytes)
+        return (sum(1 for r in self.job.results.values() if not r.errors or r.bytes)
+                + len(getattr(self.job, "dumps", {})) + len(getattr(self.job, "ras", {})))
 
     def nothing_read(self, paths: list[str]) -> str:
         """Why nothing could be read, as one line: the problem itself when there is one (``x: no
@@ -67,6 +68,43 @@ class ScanResult:
 
 
 _NO_LOGS = "no log files found in "
+
+
+EVIDENCE_KINDS = ("fr-dump", "ras")
+
+
+def read_evidence(path: str, kind: str, job: JobState, warnings: list[str]) -> bool:
+    """Read a Flight Recorder dump or a RAS report whole (bounded, through the reader's guards:
+    never a FIFO or a device) into ``job``; a file that cannot be read or parsed is one warning.
+    True when it was added."""
+    import os
+
+    from .frdump import MAX_DUMP_BYTES, DumpError, parse_dump
+    from .ras import parse_ras
+
+    data = read_tail(path, None, MAX_DUMP_BYTES + 1)
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        data = None
+    if data is None:
+        warnings.append(f"{safe_str(path)}: cannot be read")
+        return False
+    if kind == "ras":
+        job.add_ras(parse_ras(data.decode("utf-8", "replace"), path))
+        return True
+    try:
+        d = parse_dump(data, path)
+    except DumpError as exc:
+        warnings.append(str(exc))
+        return False
+    d.mtime = mtime
+    if d.rank is None:
+        warnings.append(f"{safe_str(path)}: a Flight Recorder dump whose name gives no rank "
+                        "(torch names them <prefix><rank>): not used")
+        return False
+    job.add_dump(d)
+    return True
 
 
 def _results(sources: list[SourceInfo], matcher: Matcher, job: JobState, *, jobs: int | None, polite: bool,
@@ -114,6 +152,10 @@ def scan_paths(
     disc, warnings = _discover(paths, io_timeout)
     warnings += [f"signatures: {p}" for p in catalog.problems]
     job = JobState()
+    evidence = [s for s in disc.sources if s.kind in EVIDENCE_KINDS]
+    disc.sources = [s for s in disc.sources if s.kind not in EVIDENCE_KINDS]
+    for s in evidence + [s for s in disc.sources if s.also_ras]:
+        read_evidence(s.path, "ras" if s.also_ras else s.kind, job, warnings)
     _results(disc.sources, matcher, job, jobs=jobs, polite=polite, io_timeout=io_timeout)
     first_diag = time.perf_counter() - t0
     for r in job.results.values():
@@ -145,7 +187,7 @@ def scan_paths(
             return a >= b
 
         findings = [f for f in findings if after(f)]
-    if not disc.sources:
+    if not disc.sources and not evidence:
         warnings.append(_NO_LOGS + ", ".join(paths))
     return ScanResult(
         job=job,
@@ -170,7 +212,7 @@ def _discover(paths: list[str], io_timeout: float | None):
         counter = {"n": 0}
 
         def one(arg=arg, counter=counter):
-            return discover([arg], progress=counter)
+            return discover([arg], progress=counter, evidence=True)
 
         if io_timeout:
             done, d = watchdog(one, lambda counter=counter: counter["n"], io_timeout)

@@ -182,6 +182,8 @@ def incident_from_json(j: dict[str, Any]) -> Incident:
         evidence=[str(e) for e in j.get("evidence") or []],
         summary=str(j.get("summary") or ""),
         unmapped=[str(u) for u in j.get("unmapped") or []],
+        logs_alone=str(j["logs_alone"]) if j.get("logs_alone") else None,
+        collectives=j.get("collectives") if isinstance(j.get("collectives"), dict) else None,
         hypotheses=[dict(h) for h in j.get("hypotheses") or [] if isinstance(h, dict)],
     )
 

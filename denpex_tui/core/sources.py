@@ -1,5 +1,9 @@
 """Finding log files and telling what each one is (reading them: :mod:`.lines.reader`).
 
+Flight Recorder dumps and NCCL RAS reports found beside the logs (or named on the command line)
+are told apart by their first bytes: their kind is ``fr-dump`` or ``ras``, and they are read
+whole as evidence (:mod:`denpex_tui.core.frdump`, :mod:`denpex_tui.core.ras`), never as lines.
+
 A *job* is everything given on one command line. Directories are searched for files that
 look like logs; torchrun's ``--log-dir`` tree (``<run>/attempt_N/<local_rank>/stdout.log``)
 tells the attempt and the local rank; a folder that holds a console log and a ``logs/`` tree
@@ -15,11 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .lines.reader import SourceError, link_outside, special_target
+from .frdump import looks_like_dump_name, sniff_dump
+from .lines.reader import SourceError, link_outside, read_head, special_target
 from .model import SourceInfo
+from .ras import sniff_ras
 from .units import log_int
 
-__all__ = ["SourceError", "Discovery", "discover", "classify", "looks_like_log"]
+__all__ = ["SourceError", "Discovery", "discover", "classify", "looks_like_log", "looks_like_evidence", "evidence_kind"]
 
 MAX_FILES = 200_000
 
@@ -27,6 +33,8 @@ _LOG_SUFFIX = re.compile(r"\.(?:log|out|err|txt)(?:\.\d+)?(?:\.gz)?$", re.IGNORE
 _ROTATED = re.compile(r"\.(\d+)(?:\.gz)?$|\.gz$")
 _ATTEMPT = re.compile(r"^attempt_(\d+)$")
 _RANK_NAME = re.compile(r"(?:^|[_.-])rank[_-]?(\d+)(?:[_.-]|$)", re.IGNORECASE)
+_RAS_NAME = re.compile(r"(?i)(?:^|[_.-])(?:nccl)?ras(?:[_.-]|$)")
+_SNIFF_BYTES = 4096
 _SLURM_TASK = re.compile(r"^(?:[\w.-]*?[_-])?\d+[_-](\d+)\.(?:out|err|log)$")
 
 
@@ -40,6 +48,25 @@ def looks_like_log(name: str) -> bool:
     if name == "error.json":
         return True
     return bool(_LOG_SUFFIX.search(name))
+
+
+def looks_like_evidence(name: str) -> bool:
+    """A name a Flight Recorder dump or a RAS report may have in a log folder (the content
+    decides: :func:`evidence_kind`). A dump is not a log and is never read as lines."""
+    return (looks_like_dump_name(name) and not looks_like_log(name)) or bool(_RAS_NAME.search(name))
+
+
+def evidence_kind(path: str) -> str | None:
+    """``"fr-dump"`` (a Flight Recorder dump, JSON or pickle), ``"ras"`` (an NCCL RAS report), or
+    None (a log, or unreadable: the log reader says why) from the file's first bytes."""
+    head = read_head(path, _SNIFF_BYTES)
+    if head is None:
+        return None
+    if sniff_dump(head):
+        return "fr-dump"
+    if sniff_ras(head):
+        return "ras"
+    return None
 
 
 def _rotation_key(path: str) -> tuple:
@@ -86,9 +113,12 @@ def classify(path: str, order: int = 0) -> SourceInfo:
     return info
 
 
-def discover(paths: list[str], *, max_files: int = MAX_FILES, progress: dict | None = None) -> Discovery:
+def discover(paths: list[str], *, max_files: int = MAX_FILES, progress: dict | None = None,
+             evidence: bool = False) -> Discovery:
     """Expand files, directories and globs into classified sources. ``progress["n"]`` counts
-    entries looked at (the scan's watchdog uses it to tell a big tree from a hung mount)."""
+    entries looked at (the scan's watchdog uses it to tell a big tree from a hung mount).
+    With ``evidence``, Flight Recorder dumps and RAS reports are found too (kinds ``fr-dump``,
+    ``ras``); without it they are left out, so a reader of lines never gets one."""
     progress = progress if progress is not None else {}
     progress.setdefault("n", 0)
     sizes: dict[str, int] = progress.setdefault("sizes", {})
@@ -97,6 +127,7 @@ def discover(paths: list[str], *, max_files: int = MAX_FILES, progress: dict | N
     warnings: list[str] = progress.setdefault("warnings", [])
     found: list[str] = progress.setdefault("found", [])  # visible to the watchdog as it grows
     seen: set[str] = set()
+    explicit: set[str] = set()  # files named on the command line: their content says what they are
 
     def add(path: str) -> None:
         rp = os.path.realpath(path)
@@ -131,6 +162,7 @@ def discover(paths: list[str], *, max_files: int = MAX_FILES, progress: dict | N
                     sizes[f] = size
             elif stat.S_ISREG(st.st_mode):
                 add(path)
+                explicit.add(path)
                 sizes[path] = st.st_size
             else:
                 warnings.append(f"{path}: not a regular file or directory (FIFO, device or socket): skipped")
@@ -139,8 +171,24 @@ def discover(paths: list[str], *, max_files: int = MAX_FILES, progress: dict | N
                 break
     found.sort(key=_rotation_key)
     sources = [classify(p, i) for i, p in enumerate(found)]
+    drop = set()
     for src in sources:
         src.size = sizes.get(src.path, 0)
+        name = os.path.basename(src.path)
+        if src.path in explicit or looks_like_evidence(name):
+            kind = evidence_kind(src.path)
+            if kind == "ras" and looks_like_log(name):
+                src.also_ras = True  # a log holding a report (a launcher that logs it): both
+            elif kind:
+                src.kind, src.history_only = kind, True
+            elif src.path not in explicit and not looks_like_log(name):
+                drop.add(src.path)  # found for its name only, and it is neither: not a log either
+    if drop:
+        sources = [s for s in sources if s.path not in drop]
+    if not evidence:
+        sources = [s for s in sources if s.kind not in ("fr-dump", "ras")]
+        for i, s in enumerate(sources):
+            s.order = i
     return Discovery(sources, warnings)
 
 
@@ -174,7 +222,7 @@ def _walk(root: str, warnings: list[str], budget: int, progress: dict) -> Iterat
             try:
                 if e.is_dir(follow_symlinks=False):
                     subdirs.append(e.path)
-                elif looks_like_log(e.name) and e.is_symlink():
+                elif (looks_like_log(e.name) or looks_like_evidence(e.name)) and e.is_symlink():
                     why = special_target(e.path)
                     if why or not e.is_file(follow_symlinks=True):
                         if why or os.path.exists(e.path):
@@ -187,7 +235,7 @@ def _walk(root: str, warnings: list[str], budget: int, progress: dict) -> Iterat
                     if n > budget:
                         return
                     yield e.path, e.stat(follow_symlinks=True).st_size
-                elif looks_like_log(e.name) and e.is_file(follow_symlinks=True):
+                elif (looks_like_log(e.name) or looks_like_evidence(e.name)) and e.is_file(follow_symlinks=True):
                     n += 1
                     if n > budget:
                         return

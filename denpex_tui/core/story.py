@@ -61,7 +61,13 @@ def _launcher_note(root: Incident, entries: list[FailureEntry]) -> str | None:
     mine = _when(init)
     silent = "stall" in init.signature or "hang" in init.signature
     event = f"rank {init.rank} went silent" if silent else f"rank {init.rank}'s own error"
-    if theirs is not None:
+    per = init.fields.get("per")
+    if per in ("Flight Recorder dumps", "NCCL RAS"):
+        verdict = init.extra.get("verdict") or init.title
+        why = f"the {per} show it: {verdict}" if per.startswith("F") else f"NCCL RAS names it: {verdict}"
+        if theirs is not None:
+            why += f"; rank {r}'s failure was a consequence ({theirs.title})"
+    elif theirs is not None:
         why = f"rank {r}'s failure ({theirs.title}"
         if _skewed(theirs, init):
             # the two nodes' clocks disagree and their logged times are in the other order: the

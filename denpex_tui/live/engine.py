@@ -41,6 +41,7 @@ from denpex_tui.core.triage import mark_provisional, rank_ranges, triage
 
 from ._queue import ByteQueue
 from .backlog import Backlog, HistoryDone, HistoryProgress
+from .dumps import DumpWatch, split_evidence
 from .sources import Chunk, SourceEvent
 from .stall import StallCleared, StallDetector, StallEvent
 
@@ -50,6 +51,7 @@ TRIAGE_INTERVAL_S = 0.25
 _MAX_EVENT_COLLATERAL = 20
 _KEEP_LINE_BYTES = 16 << 10
 STALL_CHECK_S = 1.0
+DUMP_CHECK_S = 3.0  # how often the job's folders are looked at for new Flight Recorder dumps
 QUEUE_BYTES = 4 << 20  # chunk bytes waiting between the tailer and the parse thread
 BATCH_BYTES = 2 << 20  # chunk bytes parsed per batch
 QUIET_CLOSE_S = 0.5  # a traceback with no new line for this long is complete
@@ -175,7 +177,11 @@ class Engine:
 
         opts = dict(tailer_options or {})
         self.proctable = ProcessTable(job_processes(paths)) if processes else None
-        self.tailer = Tailer(paths, execs or [], from_end=from_end, polite=polite, proctable=self.proctable, **opts)
+        # Flight Recorder dumps and RAS reports are evidence, not lines: never tailed
+        log_paths, evidence = split_evidence(paths)
+        self.dumps = DumpWatch(paths, evidence)
+        self.tailer = Tailer(log_paths, execs or [], from_end=from_end, polite=polite, proctable=self.proctable,
+                             **opts)
 
     # -- processing (worker thread) -------------------------------------------------------
 
@@ -449,6 +455,7 @@ class Engine:
         task = asyncio.create_task(pump())
         last_triage = 0.0
         last_stall = time.monotonic()
+        last_dumps = 0.0
         pending_triage = False
         try:
             while True:
@@ -497,6 +504,10 @@ class Engine:
                         elif isinstance(sev, StallCleared):
                             self.stalls.pop(sev.rank, None)
                         events.append(sev)
+                        pending_triage = True
+                if now - last_dumps >= DUMP_CHECK_S:
+                    last_dumps = now
+                    if await loop.run_in_executor(self._pool, self.dumps.poll, self.job):
                         pending_triage = True
                 if pending_triage and now - last_triage >= TRIAGE_INTERVAL_S:
                     last_triage = now

@@ -2,6 +2,7 @@
 
     denpex probe [--pid PID...] [--path DIR...] [--logs PATH...] [--json]
                  [--stream --interval S]
+    denpex probe --stacks [--logs PATH...] [--pid PID...] [--json]
     denpex probe --hosts A,B | --slurm-job J | --pods P,Q [--probe-cmd TEMPLATE] [--json]
 
 One snapshot (readable view, or ``--json``: one schema-1 object), or with ``--stream`` JSON Lines
@@ -50,6 +51,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--logs", nargs="+", action="extend", default=[], metavar="PATH",
                    help="log files or directories: find the paths to watch and the errors in them")
     p.add_argument("--json", action="store_true", help="print one JSON snapshot (schema 1)")
+    p.add_argument("--stacks", action="store_true",
+                   help="the Python stacks of the job's processes (py-spy, else /proc's wait channel), "
+                        "grouped by identical stack; with --logs, the job's processes and collectives")
     p.add_argument("--stream", action="store_true",
                    help="print a JSON snapshot per line every --interval seconds until stopped")
     p.add_argument("--interval", default="2", metavar="S",
@@ -140,6 +144,15 @@ def _run(args: argparse.Namespace) -> int:
         except ValueError:
             raise _InputError(f"--count: not an integer: {args.count!r}")
     pids = _pids(getattr(args, "pid", []) or [])
+    if getattr(args, "stacks", False):
+        if getattr(args, "stream", False):
+            raise _InputError("--stacks takes one reading; it cannot --stream")
+        for lg in getattr(args, "logs", []) or []:
+            if not os.path.exists(lg):
+                raise _InputError(f"--logs {lg}: no such file or directory")
+        from .stacks_cli import run_stacks
+
+        return run_stacks(args, pids, _err)
     paths = list(getattr(args, "path", []) or [])
     for p in paths:
         if "\0" in p:

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.fixes import fix_panel
+from denpex_tui.core.frtrace import collective_rows
 from denpex_tui.core.model import Finding, Incident, iso
 from denpex_tui.core.scan import ScanResult
 from denpex_tui.core.story import job_story
@@ -120,6 +121,17 @@ def _print_measured(con: Console, f: Finding, result: ScanResult) -> None:
         con.print(Text("    note: " + safe_str(cv), style="dim"))
 
 
+def print_collectives(con: Console, table: dict, max_rows: int = 12) -> None:
+    """The collective table from the Flight Recorder dumps: ranks by last sequence id and state,
+    the odd ranks first (``table`` is ``Incident.collectives``)."""
+    pg = table.get("pg") or "?"
+    desc = f" ({table['pg_desc']})" if table.get("pg_desc") else ""
+    con.print(Text(f"  collectives (Flight Recorder, process group {safe_str(pg)}{safe_str(desc)}; "
+                   f"{len(table.get('dumps', []))} dumps):", style="bold"))
+    for odd, row in collective_rows(table, max_rows):
+        con.print(Text("    " + safe_str(row), style="bold red" if odd else ""))
+
+
 def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Catalog, measure: bool = True) -> None:
     head = Text(f"Attempt {inc.attempt}: ", style="bold")
     head.append(inc.summary, style="bold")
@@ -145,6 +157,8 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
         t.append(f"{rank_word(w.get('rank'), 'rank not in its lines')} {w.get('time') or ''} {_rel(w['path'])}:{w.get('line') or '?'}")
         con.print(t)
         con.print(Text("      " + w["text"]))
+    if inc.collectives:
+        print_collectives(con, inc.collectives)
     if inc.evidence:
         con.print(Text("  evidence:", style="bold"))
         for e in inc.evidence:
@@ -205,6 +219,11 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measu
         + (f", {count(len(nodes), 'node')}" if len(nodes) > 1 else "")
         + f", {count(lines, 'line')} in {result.elapsed_s:.2f} s"
     )
+    dumps, ras = len(getattr(result.job, "dumps", {})), len(getattr(result.job, "ras", {}))
+    if dumps or ras:
+        head.append(", with " + " and ".join(
+            x for x in (f"{dumps} Flight Recorder dump{'s' if dumps != 1 else ''}" if dumps else "",
+                        f"{ras} NCCL RAS report{'s' if ras != 1 else ''}" if ras else "") if x))
     con.print(head)
     versions = result.job.versions()
     if versions:

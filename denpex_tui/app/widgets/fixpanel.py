@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from denpex_tui.core.commands import RenderedCommand
 from denpex_tui.core.fixes import FixPanel as FixData
+from denpex_tui.core.frtrace import collective_rows
 from denpex_tui.core.model import Finding
 from denpex_tui.core.text import safe_str
 from denpex_tui.core.words import rank as rank_word
@@ -102,11 +103,13 @@ class FixPanel(VerticalScroll):
                 return r.command
         return rows[0].command if rows else None
 
-    async def show(self, finding: Finding, data: FixData, differential, origin: str) -> None:
+    async def show(self, finding: Finding, data: FixData, differential, origin: str,
+                   collectives: dict | None = None) -> None:
         diff_key = None if differential is None else (
             differential.here, differential.measured_path, differential.mount,
             tuple((c.cause, c.verdict, c.evidence) for c in differential.candidates))
-        key = (finding.path, finding.line, finding.signature, finding.role, finding.rank, repr(data), diff_key, origin)
+        key = (finding.path, finding.line, finding.signature, finding.role, finding.rank, repr(data), diff_key, origin,
+               repr(collectives))
         if key == getattr(self, "_key", None):  # the same panel again (a new measurement, same readings)
             self.finding, self.data = finding, data
             return
@@ -126,6 +129,14 @@ class FixPanel(VerticalScroll):
         widgets.append(Static(Text("  " + safe_str(finding.text))))
         if finding.origin_frame:
             widgets.append(Static(Text("  raised at " + safe_str(finding.origin_frame)), classes="fix-dim"))
+        if collectives:
+            pg = safe_str(str(collectives.get("pg") or "?"))
+            widgets.append(Static(Text(f"Collectives (Flight Recorder, process group {pg}; "
+                                       f"{len(collectives.get('dumps', []))} dumps; the odd ranks first)"),
+                                  classes="fix-head"))
+            for odd, row in collective_rows(collectives):
+                widgets.append(Static(Text(safe_str(row), style="bold" if odd else "", no_wrap=True,
+                                           overflow="ellipsis"), classes="fix-title" if odd else ""))
         widgets.append(Static(Text("Cause"), classes="fix-head"))
         para(data.cause)
         if data.affected is True:

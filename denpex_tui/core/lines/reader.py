@@ -28,7 +28,7 @@ import time
 from typing import Iterator
 
 __all__ = ["CHUNK", "MAX_LINE", "SourceError", "sniff", "special_target", "link_outside", "read_chunks",
-           "read_lines", "read_tail", "text_kind", "line_start_after"]
+           "read_lines", "read_head", "read_tail", "text_kind", "line_start_after"]
 
 CHUNK = 8 << 20
 MAX_LINE = 1 << 20  # a longer line is cut: its first MAX_LINE bytes are kept as one line
@@ -405,6 +405,19 @@ def read_lines(path: str, *, start: int = 0, end: int | None = None, max_bytes: 
         got += n
         if max_bytes is not None and got >= max_bytes:
             return
+
+
+def read_head(path: str, max_bytes: int) -> bytes | None:
+    """The file's first ``max_bytes``, raw (None: not a regular file, or unreadable)."""
+    try:
+        fh, _st = _open(path)
+    except (OSError, SourceError):
+        return None
+    with fh:
+        try:
+            return fh.read(max_bytes)
+        except OSError:
+            return None
 
 
 def read_tail(path: str, end: int | None, max_bytes: int) -> bytes | None:
