@@ -28,7 +28,7 @@ from .ranks import rank_ranges
 from .rankroles import named
 from .words import rank as _rank
 from .words import ranks as _ranks_of
-from .words import count, tally
+from .words import count, plural, tally
 
 __all__ = ["hang_incident", "launcher_incident", "agent_terminated", "external_stop_incident", "exit_meaning",
            "apply_dump_evidence"]
@@ -292,9 +292,10 @@ def _reported_timeout(attempt, coll: list[Finding], catalog: Catalog) -> Inciden
         "read the Flight Recorder dumps (python -m torch.distributed.flight_recorder.fr_trace DUMP_DIR)",
     ]
     if told:
-        evidence.append(f"ranks {_ranges(told)} were told of the timeout or timed out after it (collateral)")
+        evidence.append(f"{_ranks_of(told)} {plural(len(told), 'was', 'were')} told of the timeout or timed out "
+                        "after it (collateral)")
     collateral = _one_per_rank([_entry(x, [x]) for x in coll if x.rank != rank])
-    summary = (f"rank {rank} first to detect: {init.title} - {len(collateral)} collateral; "
+    summary = (f"rank {rank} first to detect: {init.title} - {tally(len(collateral))}; "
                "no rank failed before it")
     return Incident(attempt, init, collateral, [], None, "low", evidence, summary)
 
