@@ -72,6 +72,14 @@ def test_a_rerun_that_is_not_the_same_job_cannot_pass(tmp_path):
     assert doc["ok"] is False and doc["rerun"]["same_job"] is False
 
 
+def test_verify_a_rank_the_launcher_says_was_killed():
+    """'the failing run does not show proc.killed' was said of the run whose diagnosis it is."""
+    runs = CORPUS.parent / "runs"
+    r = _denpex("verify", str(runs / "deepspeed_each_rank_log_clean"), "--from", str(runs / "deepspeed_each_rank_log_kill9"))
+    assert "does not show" not in r.stderr, r.stderr
+    assert r.returncode == 0 and "failing run: proc.killed on rank 1 at step 20" in r.stdout, r.stdout
+
+
 def test_verify_deepspeed_pair_and_bad_input():
     assert _denpex("verify", DS_CLEAN, "--from", DS_FAIL).returncode == 0
     assert _denpex("verify", DS_FAIL, "--from", DS_FAIL).returncode == 1

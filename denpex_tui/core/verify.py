@@ -106,6 +106,9 @@ def baseline_from_scan(result, signatures: list[str] | None, source: str) -> Bas
         if not signatures:
             raise VerifyError(f"{source}: no failure found there to verify against (give SIGNATURE)")
     hits = [f for f in result.findings if f.signature in set(signatures)]
+    # the diagnosis' own initiating finding (a launcher's 'killed by SIGKILL' is made by triage)
+    hits += [i.initiating for i in result.incidents if i.initiating is not None
+             and i.initiating.signature in set(signatures) and i.initiating not in hits]
     if not hits:
         raise VerifyError(f"{source}: the failing run does not show {', '.join(signatures)}")
     progs = rank_progress(result)
