@@ -116,7 +116,7 @@ def scan_logs(paths, sig_dirs=None, confine=None):
     except ValueError as exc:
         raise InputError(str(exc)) from None
     if res.readable_sources == 0:
-        raise InputError("nothing could be read in " + ", ".join(paths))
+        raise InputError(res.nothing_read(list(paths)))
     return res
 
 

@@ -167,11 +167,11 @@ def cmd_scan(args, cfg) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if result.readable_sources == 0:  # one line: what stopped it (the warnings say the same)
+        _err(result.nothing_read(paths))
+        return EXIT_ERROR
     for w in result.warnings:
         _err("warning: " + w)
-    if result.readable_sources == 0:
-        _err("nothing could be read in " + ", ".join(paths))
-        return EXIT_ERROR
     from denpex_tui.checklist_cli import scan_extras  # --control and the failure's rhythm
 
     extras = scan_extras(result, args)

@@ -9,12 +9,13 @@ from __future__ import annotations
 from denpex_tui.core.model import Finding
 from denpex_tui.core.redact import redactor
 from denpex_tui.core.story import Story
+from denpex_tui.core.words import rank as rank_word
 
 __all__ = ["incident_summary"]
 
 
 def _line(f: Finding, role: str) -> str:
-    who = f"rank {f.rank}" if f.rank is not None else "rank ?"
+    who = rank_word(f.rank, "no rank")
     when = f" {f.time.isoformat(sep=' ', timespec='milliseconds')}" if f.time is not None else ""
     approx = " (approx.)" if f.time is not None and f.time_approx else ""
     return f"  {role:<10} {who}{when}{approx}  {f.path}:{f.text_line}\n      {f.text}"

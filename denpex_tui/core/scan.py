@@ -43,6 +43,17 @@ class ScanResult:
         return (sum(1 for r in self.job.results.values() if not r.errors or r.bytes)
                 + len(getattr(self.job, "dumps", {})) + len(getattr(self.job, "ras", {})))
 
+    def nothing_read(self, paths: list[str]) -> str:
+        """Why nothing could be read, as one line: the problem itself when there is one (``x: no
+        such file or directory``), else the first of them and how many more."""
+        why = [w for w in self.warnings if not w.startswith(_NO_LOGS)] or list(self.warnings)
+        if len(why) == 1:
+            return why[0]
+        head = "nothing could be read in " + ", ".join(paths)
+        if not why:
+            return head
+        return f"{head}: {why[0]}" + (f" (+{len(why) - 1} more)" if len(why) > 1 else "")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
@@ -55,6 +66,9 @@ class ScanResult:
                 {**u, "path": safe_str(u["path"])} for u in self.job.unknown_lines()],
             "warnings": list(self.warnings),
         }
+
+
+_NO_LOGS = "no log files found in "
 
 
 EVIDENCE_KINDS = ("fr-dump", "ras")
@@ -187,7 +201,7 @@ def scan_paths(
 
         findings = [f for f in findings if after(f)]
     if not disc.sources and not evidence:
-        warnings.append("no log files found in " + ", ".join(paths))
+        warnings.append(_NO_LOGS + ", ".join(paths))
     return ScanResult(
         job=job,
         findings=findings,

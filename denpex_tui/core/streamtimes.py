@@ -22,7 +22,7 @@ from datetime import datetime
 
 import numpy as np
 
-from .lines.chunk import console_tags, line_starts, stream_labels
+from .lines.chunk import console_tags, line_starts, stream_labels, text_ranks
 from .lines.facts import LineFacts, line_facts
 from .lines.times import chunk_times
 from .model import LastLine
@@ -149,8 +149,8 @@ class StreamTimesMixin:
         done_lines: list[tuple[LineFacts, int, int]] = []  # (facts, start, lines after it)
         walked_all = True
         want = 1
-        if console:  # the streams the chunk's labels name (C speed), else one the text names
-            want = len(stream_labels(data)) or 1
+        if console:  # the streams the chunk's labels name (C speed), else those its lines' own tags name
+            want = len(stream_labels(data)) or max(1, len(text_ranks(data)))  # (a DeepSpeed console: [rank1/2])
         for _ in range(_WALK):
             if pos <= 0:
                 break

@@ -260,6 +260,8 @@ def df_du_gap(reading: PathReading, source=None, **kw) -> tuple[float | None, Du
         return None, None, "network filesystem: not walked"
     if reading.mount is None:
         return None, None, "mount unknown"
+    if not os.path.isabs(reading.mount):  # a label, not a mount point ('demo disk (simulated by --demo)')
+        return None, None, f"{reading.mount}: not a mounted filesystem, nothing for du to walk"
     if reading.mount_root not in (None, "/"):
         return None, None, "bind mount of a subtree: du cannot see the whole filesystem"
     du = source.du(reading.mount) if source is not None else du_filesystem(reading.mount, **kw)
