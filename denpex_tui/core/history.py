@@ -298,7 +298,18 @@ class _Joiner:
         self.out(acc)
 
 
+def _last_write(task: _Task) -> float:
+    try:
+        return os.stat(task.info.path).st_mtime
+    except OSError:
+        return float("inf")
+
+
 def _serial(tasks, matcher, joiner, index, partial_tail, io_timeout, progress: ReadProgress) -> None:
+    # The rank that failed first usually stopped writing first: its files, read first, make the
+    # diagnosis "so far" right sooner (ranges of one file keep their order).
+    order = sorted(range(len(tasks)), key=lambda i: (_last_write(tasks[i]), i)) if len(tasks) > 1 else [0]
+    tasks = [tasks[i] for i in order] if tasks else tasks
     for task in tasks:
         if progress.cancelled:
             return

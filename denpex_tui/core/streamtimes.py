@@ -24,7 +24,7 @@ import numpy as np
 
 from .lines.chunk import console_tags, line_starts, stream_labels
 from .lines.facts import LineFacts, line_facts
-from .lines.times import chunk_times
+from .lines.times import chunk_times, line_time
 from .model import LastLine
 
 __all__ = ["StreamTimesMixin", "WINDOW_LINES", "WINDOW_BYTES", "FIRST_LINES"]
@@ -97,7 +97,7 @@ class StreamTimesMixin:
             nl = buf.find(b"\n", pos, p)
             if nl < 0:
                 nl = p
-            if nl > pos:
+            if nl > pos and line_time(buf[pos:nl], self.year_hint) is not None:  # the time first: cheap
                 pre = line_facts(buf[pos:nl], self.year_hint)
                 if pre.time is not None:
                     ctx.by_key[self.stream_of(pre)] = (pre.time, pos)
@@ -124,10 +124,10 @@ class StreamTimesMixin:
             if nl < 0:
                 return
             self._first_left -= 1
-            pre = line_facts(data[pos:nl], self.year_hint)
+            stamp = line_time(data[pos:nl], self.year_hint)  # the door's time rule, without the rest
             pos = nl + 1
-            if pre.time is not None:
-                self.first_time = pre.time
+            if stamp is not None:
+                self.first_time = stamp.dt
                 self._first_left = 0
                 return
 
@@ -158,7 +158,7 @@ class StreamTimesMixin:
             raw = data[start:pos]
             pos = start - 1
             lines_after += 1
-            if not raw:
+            if not raw or line_time(raw, self.year_hint) is None:
                 continue
             pre = line_facts(raw, self.year_hint)
             if pre.time is None or pre.launcher:
