@@ -38,11 +38,12 @@ _WALK = 2000  # lines walked back from a chunk's end before the numpy pass
 class _Ctx:
     """One chunk's view for earlier-time lookups: the recent bytes before it, then the chunk."""
 
-    __slots__ = ("buf", "base", "cursor", "by_key", "any")
+    __slots__ = ("buf", "base", "cursor", "by_key", "any", "starts")
 
     def __init__(self, recent: bytes, data: bytes) -> None:
         self.buf = recent + data if recent else data
         self.base = len(recent)
+        self.starts = line_starts(self.buf if self.buf.endswith(b"\n") else self.buf + b"\n")
         self.cursor = 0  # lines before this position were read
         self.by_key: dict = {}  # stream -> (time, line start)
         self.any: tuple[datetime, int] | None = None
@@ -84,12 +85,8 @@ class StreamTimesMixin:
             self._chunk = data
         buf = ctx.buf
         p = ctx.base + s
-        lo = p
-        for _ in range(WINDOW_LINES):
-            if lo <= 0 or p - lo >= WINDOW_BYTES:
-                break
-            lo = buf.rfind(b"\n", 0, lo - 1) + 1
-        lo = max(lo, p - WINDOW_BYTES)
+        i = int(np.searchsorted(ctx.starts, p, side="left"))  # the line at p (p is a line start)
+        lo = max(int(ctx.starts[max(0, i - WINDOW_LINES)]), p - WINDOW_BYTES)
         pos = max(ctx.cursor, lo)
         if pos > ctx.cursor and pos > 0 and buf[pos - 1:pos] != b"\n":
             pos = buf.find(b"\n", pos) + 1 or p
