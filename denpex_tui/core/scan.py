@@ -109,14 +109,14 @@ def read_evidence(path: str, kind: str, job: JobState, warnings: list[str]) -> b
 
 
 def _results(sources: list[SourceInfo], matcher: Matcher, job: JobState, *, jobs: int | None, polite: bool,
-             io_timeout: float | None) -> None:
+             io_timeout: float | None, unknown_only: bool = False) -> None:
     """Every source's history through the pipeline, into the job (closed: the job is finished)."""
 
     def add(h: SourceHistory) -> None:
         h.processor.close()
         job.add(ProcessorResult.of(h.processor))
 
-    read_history(sources, matcher, add, jobs=jobs, polite=polite, io_timeout=io_timeout)
+    read_history(sources, matcher, add, jobs=jobs, polite=polite, io_timeout=io_timeout, unknown_only=unknown_only)
 
 
 def _parse_since(since: str | None) -> datetime | None:
@@ -178,8 +178,8 @@ def scan_paths(
         # Nothing known failed: read again for error-looking lines no detector knows, so the
         # report can show them instead of "No failure found" (a second pass only in this case).
         unknown = JobState()
-        _results([s for s in disc.sources if s.kind != "error-json"], Matcher(catalog), unknown, jobs=jobs,
-                 polite=polite, io_timeout=io_timeout)
+        _results([s for s in disc.sources if s.kind != "error-json"], matcher, unknown, jobs=jobs,
+                 polite=polite, io_timeout=io_timeout, unknown_only=True)
         for key, r in unknown.results.items():
             cur = job.results.get(key)
             if cur is not None:

@@ -132,6 +132,9 @@ def print_collectives(con: Console, table: dict, max_rows: int = 12) -> None:
         con.print(Text("    " + safe_str(row), style="bold red" if odd else ""))
 
 
+_SAME_CAUSE_SHOWN = 3
+
+
 def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Catalog, measure: bool = True) -> None:
     head = Text(f"Attempt {inc.attempt}: ", style="bold")
     head.append(inc.summary, style="bold")
@@ -140,8 +143,19 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
     con.print(head)
     if inc.initiating:
         print_finding_block(con, inc.initiating, "initiating")
-    for s in inc.same_cause:
+    for s in inc.same_cause[:_SAME_CAUSE_SHOWN]:
         print_finding_block(con, s, "same cause")
+    rest = inc.same_cause[_SAME_CAUSE_SHOWN:]
+    if rest:  # 10 000 ranks failing alike are a few lines, not 10 000 blocks
+        by_sig: dict[str, list[Finding]] = {}
+        for c in rest:
+            by_sig.setdefault(c.signature, []).append(c)
+        for sig, fs in by_sig.items():
+            t = Text("  ")
+            t.append(f"{'same cause':<11}", style=ROLE_STYLE.get("initiating", ""))
+            t.append(f" ranks {rank_ranges([f.rank for f in fs]) or '?'}  {sig}  ({fs[0].title}; "
+                     f"{len(fs)} more, folded)")
+            con.print(t)
     if inc.collateral:
         by_sig: dict[str, list[Finding]] = {}
         for c in inc.collateral:
