@@ -1,10 +1,8 @@
 """A bundle's JSON and a signature pack's TOML are untrusted (issue 19, item 8): size and depth
 are bounded before a parser sees them, types are checked, a bad pack file is one line."""
 
-import gzip
 import io
 import json
-import os
 import shutil
 import subprocess
 import sys

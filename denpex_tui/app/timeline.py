@@ -386,15 +386,6 @@ class Timeline:
         sid = self.sid_of(name)
         return None if sid is None else self.seq_of_line(sid, line - 1)
 
-    def count_before(self, sid: int, seq: int) -> int:
-        """Lines of ``sid`` in rows [0, seq)."""
-        if seq >= self.rows:
-            return self.counts[sid]
-        c = seq // BLOCK
-        ck = self.ck[c]
-        base = int(ck[sid]) if sid < len(ck) else 0
-        return base + int(np.count_nonzero(self.src.a[c * BLOCK:seq] == sid))
-
     def rows_of(self, sid: int) -> np.ndarray:
         """Every merged row of source ``sid``, ascending (its lines in order)."""
         return np.flatnonzero(self.src.view() == sid)

@@ -452,9 +452,6 @@ class Catalog:
     def get(self, sid: str) -> Signature | None:
         return self.by_id.get(sid)
 
-    def refined_by(self, sid: str) -> set[str]:
-        return {s.id for s in self.by_id.values() if sid in s.refines}
-
 
 def user_signature_dir() -> Path:
     from .config import config_dir

@@ -23,7 +23,6 @@ from .hang import agent_terminated, external_stop_incident, hang_incident, launc
 from .job import JobState
 from .model import FailureEntry, Finding, Incident, LastLine, iso
 from .ranks import rank_entry as _entry
-from .ranks import rank_ranges
 from .words import be, tally
 from .words import rank as _rank
 from .words import ranks as _ranks

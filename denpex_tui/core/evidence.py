@@ -21,7 +21,6 @@ out are named in README.txt).
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
 import re

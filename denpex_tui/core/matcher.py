@@ -178,7 +178,3 @@ class Matcher:
         hits = [s for s in hits if not (self._refined.get(s.id, set()) & ids)] or hits
         hits.sort(key=lambda s: (_ROLE_ORDER[s.role], _SEV_ORDER[s.severity], -max(len(p.literal) for p in s.patterns)))
         return hits[0]
-
-    def match_all(self, text: str) -> list[Signature]:
-        """Every signature matching the line (for `explain` and tests)."""
-        return [s for s in self.catalog if s.patterns and s.matches(text)]

@@ -202,9 +202,6 @@ class SourceProcessor(StreamTimesMixin, FirstErrorMixin, TracebackMixin, Failure
             self._fb_finish()
         self.fb_active = False
 
-    def close_stale(self) -> None:
-        self.close()
-
     # -- lines ----------------------------------------------------------------------------
 
     def stream_of(self, pre: LineFacts) -> StreamKey:

@@ -416,7 +416,7 @@ class Engine:
                 bl.run(adopt)
                 post(lambda: task.done() or task.set_result(None))
             except BaseException as exc:  # handed to the loop
-                post(lambda: task.done() or task.set_exception(exc))
+                post(lambda e=exc: task.done() or task.set_exception(e))
 
         threading.Thread(target=run, name="denpex-history", daemon=True).start()
         last = -1.0

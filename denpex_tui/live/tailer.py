@@ -401,12 +401,6 @@ class Tailer:
         else:
             self.specs.append(spec)
 
-    def add_exec(self, spec: str) -> None:
-        if self._started:
-            self._start_exec(spec)
-        else:
-            self.exec_specs.append(spec)
-
     def stop(self) -> None:
         """Stop following (thread-safe, idempotent).  ``run()`` returns soon after."""
         self._stopping = True

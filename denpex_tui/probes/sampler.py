@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
