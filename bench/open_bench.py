@@ -42,11 +42,9 @@ DRIVER = textwrap.dedent("""
     import asyncio, json, sys, time
     import psutil
     T0 = psutil.Process().create_time()
-    from denpex_tui.app.app import DenpexApp, WatchOptions
-    from denpex_tui.core.catalog import load_catalog
+    from denpex_tui.app.factory import WatchOptions, make_app
     root = sys.argv[1]
-    app = DenpexApp(WatchOptions(paths=[root], processes=False, probes=False, root=root),
-                    load_catalog(include_user=False))
+    app = make_app(WatchOptions(paths=[root], processes=False, probes=False, root=root), include_user=False)
     marks = {}
     async def main():
         async with app.run_test(size=(120, 36)) as pilot:

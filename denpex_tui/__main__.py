@@ -1,3 +1,3 @@
-from denpex_tui.cli import main
+from denpex_tui.commands import main
 
 raise SystemExit(main())

@@ -23,14 +23,14 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from denpex_tui.app.app import DenpexApp, WatchOptions
+from denpex_tui.app.factory import WatchOptions, make_app
 from denpex_tui.app.messages import Measured, ProbeUpdate
 from denpex_tui.app.replay import collect
 from denpex_tui.app.widgets.fixpanel import FixPanel
 from denpex_tui.app.widgets.logview import LogView
 from denpex_tui.core.catalog import load_catalog
 from denpex_tui.app.demodisk import DEMO_MOUNT
-from denpex_tui.demo import DEMO_DISK_BYTES, SHARD_BYTES, demo_lines, write_demo_job
+from denpex_tui.core.demo import DEMO_DISK_BYTES, SHARD_BYTES, demo_lines, write_demo_job
 from denpex_tui.probes.differential import differential, differential_kind, metrics_for
 from denpex_tui.probes.readings import PathReading, Snapshot
 
@@ -83,7 +83,7 @@ def offline_fonts(svg: str) -> str:
 async def shoot(name, root, engine, size, *, theme=None, probes=False, near=True, steps=()):
     opts = WatchOptions(paths=[str(root)], processes=False, probes=False, root=str(root), clock=lambda: NOW,
                         theme=theme)
-    app = DenpexApp(opts, load_catalog(include_user=False), engine=engine)
+    app = make_app(opts, load_catalog(include_user=False), engine=engine)
     async with app.run_test(size=size) as pilot:
         for _ in range(200):
             await pilot.pause(0.05)

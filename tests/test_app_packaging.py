@@ -50,10 +50,10 @@ def test_built_wheel_contains_the_themes_and_the_stylesheet(tmp_path):
     meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "\nName: denpex-tui\n" in meta
     eps = zf.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
-    assert "denpex = denpex_tui.cli:main" in eps and "denpex-tui = denpex_tui.cli:main" in eps
+    assert "denpex = denpex_tui.commands:main" in eps and "denpex-tui = denpex_tui.commands:main" in eps
     themes = {p.name for p in (ROOT / "themes").glob("*.toml")}
     assert len(themes) >= 3
     for t in themes:
         assert f"denpex_tui/app/themes/{t}" in names
     assert "denpex_tui/app/app.tcss" in names
-    assert "denpex_tui/app/cli.py" in names
+    assert "denpex_tui/commands/watch.py" in names

@@ -12,10 +12,12 @@ import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from denpex_tui.app.app import DenpexApp, WatchOptions
+from denpex_tui.app.app import DenpexApp
+from denpex_tui.app.factory import WatchOptions
+from denpex_tui.app.factory import make_app as _make_app
 from denpex_tui.app.replay import collect
 from denpex_tui.core.catalog import load_catalog
-from denpex_tui.demo import demo_lines, write_demo_job
+from denpex_tui.core.demo import demo_lines, write_demo_job
 from denpex_tui.probes.readings import PathReading, ProcessReading, Snapshot
 from denpex_tui.probes.trends import PathTrend, ProcessTrend
 
@@ -60,7 +62,7 @@ def replay(root: str):
 
 def make_app(root: str, *, engine=None, theme: str | None = None, probes: bool = False, **kw) -> DenpexApp:
     opts = WatchOptions(paths=[root], processes=False, probes=probes, root=root, clock=clock, theme=theme, **kw)
-    return DenpexApp(opts, catalog(), engine=engine)
+    return _make_app(opts, catalog(), engine=engine)
 
 
 async def settle(app: DenpexApp, pilot, *, incident: bool = True, timeout: float = 20.0, quiet: float = 1.2) -> None:

@@ -16,7 +16,7 @@ from denpex_tui.app.messages import ProbeUpdate
 from denpex_tui.app.widgets.footer import KeyFooter
 from denpex_tui.app.widgets.logview import LogView
 from denpex_tui.app.widgets.status import StatusBar, fmt_elapsed
-from denpex_tui.demo import demo_lines
+from denpex_tui.core.demo import demo_lines
 
 
 @pytest.fixture(scope="module")

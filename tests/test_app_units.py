@@ -130,7 +130,7 @@ def test_watch_without_path_finds_the_logs_of_training_processes(tmp_path):
 
 
 def test_watch_cli_help_and_no_logs_found(monkeypatch, capsys):
-    from denpex_tui import cli
+    from denpex_tui.commands import cli
     from denpex_tui.app import discover
 
     r = subprocess.run([sys.executable, "-m", "denpex_tui", "watch", "--help"], capture_output=True, text=True)
@@ -156,7 +156,7 @@ def test_commands_from_a_user_pack_and_incomplete_ones_say_so():
 
 
 def test_bad_start_up_input_is_one_line_and_exit_2_before_the_screen(tmp_path, capsys):
-    from denpex_tui import cli
+    from denpex_tui.commands import cli
 
     assert cli.main(["watch", str(tmp_path / "nonexistent")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

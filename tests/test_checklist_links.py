@@ -5,8 +5,8 @@ import shutil
 
 from helpers import CORPUS
 
-from denpex_tui.checklist_cli import add_parsers
-from denpex_tui.cli import build_parser
+from denpex_tui.commands.checklist import add_parsers
+from denpex_tui.commands.cli import build_parser
 from denpex_tui.core.fixes import fix_panel
 from denpex_tui.core.scan import scan_paths
 
@@ -47,7 +47,7 @@ def test_an_internal_error_is_one_line_without_debug():
     import subprocess
     import sys
 
-    code = ("import sys; from denpex_tui import cli\n"
+    code = ("import sys; from denpex_tui.commands import cli\n"
             "try:\n    raise RuntimeError('boom')\nexcept RuntimeError:\n    cli.log.exception('unexpected error')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stderr == ""  # logging's last-resort handler would print the traceback here

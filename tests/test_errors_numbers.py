@@ -48,7 +48,7 @@ def test_an_age_beyond_the_clock_is_one_line():
 
 BOOM = r"""
 import sys
-from denpex_tui import cli
+from denpex_tui.commands import cli
 def boom(args, cfg):
     raise RuntimeError("boom: something we did not foresee")
 cli.{name} = boom

@@ -9,7 +9,7 @@ import threading
 import time
 
 from denpex_tui.core.catalog import load_catalog
-from denpex_tui.demo import DEMO_FAILING_RANK, DEMO_RANKS, play_demo_job
+from denpex_tui.core.demo import DEMO_FAILING_RANK, DEMO_RANKS, play_demo_job
 from denpex_tui.live.engine import Engine, FindingEvent, IncidentEvent
 
 
@@ -77,7 +77,7 @@ def test_scan_follow_json_lines_and_clean_exit_on_sigterm(tmp_path):
 
 def test_a_rank_that_goes_quiet_while_its_peers_go_on_is_a_stall(tmp_path):
     """Real step lines from the corpus, written live; rank 3 stops after a few steps."""
-    from denpex_tui.live.follow import event_dict
+    from denpex_tui.commands.follow import event_dict
     from denpex_tui.live.stall import StallDetector
 
     line = ("2026-11-29 18:03:55,271 INFO [rank{r}/4] train: step {s}/200 | epoch 0 | loss 2.0421 | acc 0.383 | "

@@ -81,7 +81,7 @@ def _screen(eng: Engine, events: list) -> WatchState:
         st.set_incidents(incs[-1].incidents)
     for e in events:
         if isinstance(e, HistoryDone):
-            st.read_all(e.read, e.total, e.seconds)
+            st.read_all(e.read, e.total)
     st.set_summary(summarize(eng, set(), set()), time.time())
     return st
 

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from denpex_tui.probes import cli
+from denpex_tui.commands import probe as cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = "/work/shared/corpus"
@@ -26,7 +26,7 @@ ENV.pop("NO_COLOR", None)
 
 
 def probe(*args, env=None, timeout=60):
-    return subprocess.run([sys.executable, "-m", "denpex_tui.probes.cli", *args],
+    return subprocess.run([sys.executable, "-m", "denpex_tui.commands.probe", *args],
                           capture_output=True, text=True, timeout=timeout, env=env or ENV,
                           cwd=ROOT)
 
@@ -75,7 +75,7 @@ def test_head_node_says_no_local_training_processes(tmp_path, worker):
     """Run where no training process is visible, even though one runs on this machine (the
     ``worker`` fixture, outside the namespace)."""
     alone = _private_pid_namespace()
-    cmd = [*alone, sys.executable, "-m", "denpex_tui.probes.cli", "--path", str(tmp_path)]
+    cmd = [*alone, sys.executable, "-m", "denpex_tui.commands.probe", "--path", str(tmp_path)]
     visible = json.loads(probe("--json").stdout)["processes"]
     assert any(p["pid"] == worker.pid for p in visible)  # outside: it is seen
     r = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=60, env=ENV, cwd=ROOT)
@@ -115,7 +115,7 @@ def test_input_errors_exit_2_with_one_line(args, msg):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_stream_until_signal(tmp_path, sig):
-    p = subprocess.Popen([sys.executable, "-m", "denpex_tui.probes.cli", "--stream",
+    p = subprocess.Popen([sys.executable, "-m", "denpex_tui.commands.probe", "--stream",
                           "--interval", "0.1", "--path", str(tmp_path)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
                          cwd=ROOT)
@@ -192,7 +192,7 @@ def test_logs_give_paths_and_differentials():
 def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path):
     def on_pty(env):
         master, slave = pty.openpty()
-        p = subprocess.Popen([sys.executable, "-m", "denpex_tui.probes.cli", "--path",
+        p = subprocess.Popen([sys.executable, "-m", "denpex_tui.commands.probe", "--path",
                               str(tmp_path)], stdout=slave, stderr=slave, env=env, cwd=ROOT)
         os.close(slave)
         out = b""
@@ -228,9 +228,9 @@ class Guard(real):
         super().__init__(family, *a, **k)
 socket.socket = Guard
 import denpex_tui.probes.processes, denpex_tui.probes.readings, denpex_tui.probes.sampler
-import denpex_tui.probes.trends, denpex_tui.probes.conditions, denpex_tui.probes.differential
+import denpex_tui.probes.trends, denpex_tui.core.conditions, denpex_tui.probes.differential
 import denpex_tui.probes.logpaths, denpex_tui.probes.facade, denpex_tui.probes.mounts
-import denpex_tui.probes.cli
+import denpex_tui.commands.probe
 from denpex_tui.probes.sampler import Prober
 from denpex_tui.probes.differential import differential
 from denpex_tui.probes.processes import find_training_processes

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from denpex_tui.probes.conditions import METRICS, parse_condition
+from denpex_tui.core.conditions import METRICS, parse_condition
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from denpex_tui.probes.conditions import METRICS
+from denpex_tui.core.conditions import METRICS
 from denpex_tui.probes.differential import (
     NOTE,
     differential,

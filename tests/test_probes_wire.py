@@ -13,13 +13,12 @@ import pytest
 
 from denpex_tui.core.commands import TemplateError, render_probe_command
 from denpex_tui.probes.differential import differential, metrics_for
-from denpex_tui.probes.readings import Snapshot
 from denpex_tui.probes.sampler import Prober
 from denpex_tui.probes.skew import SkewEstimator
 from denpex_tui.probes.source import LocalSource, StreamSource
 from denpex_tui.probes.transports import (KUBECTL_TEMPLATE, TransportError, kubectl_channels,
                                           parse_hosts, slurm_channels, ssh_channels)
-from denpex_tui.probes.wire import GARBAGE, INVALID, OTHER_SCHEMA, WireError, parse_line
+from denpex_tui.probes.wire import GARBAGE, INVALID, OTHER_SCHEMA, WireError, parse_line, snapshot_from_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,7 +39,7 @@ def worker(tmp_path):
 
 def _remote_line(pid: int, path: str) -> str:
     """What `denpex probe --stream --json` prints on a node: a real run of it."""
-    r = subprocess.run([sys.executable, "-m", "denpex_tui.probes.cli", "--stream", "--json",
+    r = subprocess.run([sys.executable, "-m", "denpex_tui.commands.probe", "--stream", "--json",
                         "--count", "1", "--pid", str(pid), "--path", path],
                        capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 0, r.stderr
@@ -63,7 +62,7 @@ def test_from_json_round_trips_a_real_stream_line(worker, tmp_path):
         assert jp[k] == v, k
     for a, b in zip(again["paths"], orig["paths"]):
         assert a == b
-    assert Snapshot.from_json(orig).to_json()["paths"] == orig["paths"]
+    assert snapshot_from_json(orig).to_json()["paths"] == orig["paths"]
 
 
 @pytest.mark.parametrize("line,kind", [
@@ -264,8 +263,8 @@ class Guard(real):
         super().__init__(family, *a, **k)
 socket.socket = Guard
 from denpex_tui.probes.transports import template_channels
-from denpex_tui.probes.remote_cli import collect
-tpl = "sh -c 'if [ $0 = n1 ]; then exec {sys.executable} -m denpex_tui.probes.cli --stream --json --interval 0.2; else exit 255; fi' {{host}}"
+from denpex_tui.commands.remote import collect
+tpl = "sh -c 'if [ $0 = n1 ]; then exec {sys.executable} -m denpex_tui.commands.probe --stream --json --interval 0.2; else exit 255; fi' {{host}}"
 fleet = collect(template_channels(["n1", "n2"], tpl), wait=30)
 d = fleet.merged_json()
 st = {{n["node"]: n["status"] for n in d["nodes"]}}

@@ -27,7 +27,7 @@ def _real_traceback(code: str) -> str:
 ])
 def test_explain_types_a_folded_recursion_traceback_by_its_exception(tmp_path, code, marker):
     tb = _real_traceback(code)
-    assert f"[Previous line repeated" in tb and marker in tb  # CPython's own fold
+    assert "[Previous line repeated" in tb and marker in tb  # CPython's own fold
     exc = tb.strip().splitlines()[-1].split(":", 1)[0]
     for text in (tb, "".join(f"[rank3]: {x}\n" for x in tb.splitlines())):
         p = tmp_path / "tb.txt"

@@ -66,6 +66,7 @@ class WatchOptions:
     notice: str = ""
     root: str | None = None
     clock: Callable[[], float] = time.time
+    started: float | None = None  # when the session began by ``clock`` (watch: the process start)
     probe_interval: float = 5.0
     max_stat_rate: float = 500.0  # the tailer's cap on metadata calls per second
     max_files: int = 10000  # the tailer's cap on followed files (live/filecap.py)
@@ -130,7 +131,7 @@ class DenpexApp(LevelActions, WatchActions, App):
             self.probe = RemoteProbeLoop(options.probe_specs, answer_timeout=options.probe_wait)
         self._rank_procs: dict = {}
         self._skew_note: str | None = None
-        self.started = options.clock()
+        self.started = options.clock() if options.started is None else options.started
         self.timeline = Timeline()
         self.timeline_worker = TimelineWorker(self.timeline, options.paths, self.post_message)
         self._want_view: tuple[int | None, bool] = (None, True)
@@ -283,7 +284,7 @@ class DenpexApp(LevelActions, WatchActions, App):
             elif isinstance(ev, HistoryProgress):
                 st.reading(ev.read, ev.total)
             elif isinstance(ev, HistoryDone):
-                st.read_all(ev.read, ev.total, ev.seconds)
+                st.read_all(ev.read, ev.total)
                 self.timeline_worker.history(ev.indexes, ev.infos)
                 for w in ev.warnings:
                     self.notify(w, title="source", severity="warning")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 
-from denpex_tui.demo import DEMO_DISK_FILE
+from denpex_tui.core.demo import DEMO_DISK_FILE
 from denpex_tui.probes.readings import PathReading, Snapshot
 from denpex_tui.probes.sampler import Prober
 

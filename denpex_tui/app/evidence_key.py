@@ -1,6 +1,6 @@
 """``E`` in watch: write an evidence bundle of the watched logs and say where.
 
-The same bundle as ``denpex evidence PATH... -o OUT.tar.gz`` (evidence_cli.make_bundle), made in
+The same bundle as ``denpex evidence PATH... -o OUT.tar.gz`` (render/bundle.make_bundle), made in
 a worker thread (it rescans the logs from disk) into the working directory; the result, or the
 reason it could not be written, is a notification.
 """
@@ -22,13 +22,12 @@ def start(app) -> None:
     app.notify(f"writing an evidence bundle to {out} ...", timeout=4)
 
     def work() -> None:
-        from denpex_tui.checklist_cli import InputError
-        from denpex_tui.evidence_cli import make_bundle
+        from denpex_tui.render.bundle import BundleError, make_bundle
 
         try:
             b, _ = make_bundle(paths, out)
             msg, sev = f"evidence bundle written: {b.path} ({len(b.files)} files)", "information"
-        except InputError as exc:
+        except BundleError as exc:
             msg, sev = f"evidence bundle not written: {exc}", "error"
         except Exception as exc:  # a worker error must be visible, never lost
             msg, sev = f"evidence bundle not written: {type(exc).__name__}: {exc}", "error"

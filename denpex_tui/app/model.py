@@ -151,7 +151,6 @@ class WatchState:
         self.version = 0  # bumped on every change the screen must show
         self.history: tuple[int, int] | None = None  # (bytes read, total) while the history is read
         self.history_complete = False
-        self.history_s: float | None = None  # wall time the history pass took
 
     # -- events -----------------------------------------------------------------------------
 
@@ -264,10 +263,9 @@ class WatchState:
         self.history = (read, total)
         self.version += 1
 
-    def read_all(self, read: int, total: int, seconds: float) -> None:
+    def read_all(self, read: int, total: int) -> None:
         self.history = (read, total)
         self.history_complete = True
-        self.history_s = seconds
         self.version += 1
 
     @property

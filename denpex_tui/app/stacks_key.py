@@ -26,7 +26,7 @@ def start(app) -> None:
     def work() -> None:
         from denpex_tui.core.stacks import group_stacks
         from denpex_tui.probes.stacks import pyspy_path, read_stacks
-        from denpex_tui.probes.stacks_cli import job_processes
+        from denpex_tui.probes.stacks import job_processes
 
         try:
             if pids:

@@ -440,12 +440,7 @@ class Timeline:
         self._text.clear()
         self._text_bytes = 0
 
-    # -- views (app/timeviews.py) ---------------------------------------------------------
-
-    def view_for(self, rank: int | None, hide_copies: bool) -> View:
-        from .timeviews import view_for
-
-        return view_for(self, rank, hide_copies)
+    # -- views: app/timeviews.py builds them over this merge ------------------------------------
 
     def set_rank_map(self, rank_map: dict[tuple, int]) -> str | None:
         """Global ranks of local ones (the job's resolver): per-rank files of log-dir trees then

@@ -18,6 +18,7 @@ from denpex_tui.core.model import SourceInfo
 from .messages import LevelsDone, SearchDone, TimelineChanged, ViewReady
 from .search import SearchQuery, find_all
 from .timeline import Timeline
+from .timeviews import view_for
 
 __all__ = ["TimelineWorker"]
 
@@ -140,7 +141,7 @@ class TimelineWorker:
             if item[0] == "rank_map":
                 change = self.tl.set_rank_map(item[1])
                 if change == "copies":
-                    self.post(ViewReady(self.tl.view_for(None, True), None, True))
+                    self.post(ViewReady(view_for(self.tl, None, True), None, True))
                 elif change == "tags":  # rows already drawn show the ranks they now have
                     self.post(TimelineChanged(self.tl.rows, self.tl.built, retag=True))
         last = {}
@@ -149,7 +150,7 @@ class TimelineWorker:
                 last[item[0]] = item
         if "view" in last:
             _k, rank, hide = last["view"]
-            self.post(ViewReady(self.tl.view_for(rank, hide), rank, hide))
+            self.post(ViewReady(view_for(self.tl, rank, hide), rank, hide))
         if grew:
             self._changed(force=True)
         for item in batch:

@@ -56,7 +56,7 @@ _ID = re.compile(r"^[a-z0-9]+(?:\.[a-z0-9]+(?:-[a-z0-9]+)*)+$")
 class CheckItem:
     text: str
     condition: str | None = None
-    parsed: Any = None  # probes.conditions.Condition
+    parsed: Any = None  # core.conditions.Condition
     command: str | None = None  # the denpex command that answers it (a command template)
 
 
@@ -243,7 +243,7 @@ _KNOWN = {
 
 
 def _parse_condition(text: str):
-    from denpex_tui.probes.conditions import parse_condition
+    from denpex_tui.core.conditions import parse_condition
 
     return parse_condition(text)
 

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 
 from .shards import TEMP as _TEMP, across_tags as _across_tags, check_files as _check_files
-from .shards import NotRegular, file_problem as _file_problem, open_regular, peer_sizes as _peer_sizes
+from .shards import CheckpointTag, NotRegular, file_problem as _file_problem, open_regular, peer_sizes as _peer_sizes
 from .untrusted import load_json, read_capped
 from .text import safe_str
 
@@ -60,25 +60,6 @@ _MEG_RANK = re.compile(r"^mp_rank_\d{2}(?:_\d{3}){0,2}$")
 
 class CheckpointError(ValueError):
     pass
-
-
-@dataclass
-class CheckpointTag:
-    tag: str
-    path: str
-    kind: str
-    step: int | None
-    missing: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    files: dict[str, int] = field(default_factory=dict)  # relative path -> bytes
-
-    @property
-    def complete(self) -> bool:
-        return not self.missing and not self.problems
-
-    def to_json(self) -> dict:
-        return {"tag": safe_str(self.tag), "path": safe_str(self.path), "complete": self.complete,
-                "missing": [safe_str(m) for m in self.missing], "problems": [safe_str(p) for p in self.problems]}
 
 
 @dataclass

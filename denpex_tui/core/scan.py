@@ -30,10 +30,8 @@ class ScanResult:
     incidents: list[Incident]
     warnings: list[str]
     catalog: Catalog
-    elapsed_s: float = 0.0
     bytes_read: int = 0
     backend: str = ""
-    first_diagnosis_s: float | None = None
     filters: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -149,7 +147,6 @@ def scan_paths(
     """Scan ``paths`` (files, directories, globs) as one job. ``confine(path)``: why a
     discovered file must not be read (an evidence bundle takes nothing from outside the job's
     tree), or None; such files are left out with that warning."""
-    t0 = time.perf_counter()
     since_dt = _parse_since(since)
     catalog = catalog or load_catalog(signature_dirs, include_user=include_user)
     matcher = Matcher(catalog, error_words=False)
@@ -170,7 +167,6 @@ def scan_paths(
     for s in evidence + [s for s in disc.sources if s.also_ras]:
         read_evidence(s.path, "ras" if s.also_ras else s.kind, job, warnings)
     _results(disc.sources, matcher, job, jobs=jobs, polite=polite, io_timeout=io_timeout)
-    first_diag = time.perf_counter() - t0
     for r in job.results.values():
         warnings.extend(r.errors)
     incidents = triage(job, catalog, read_tail=read_tail)
@@ -208,10 +204,8 @@ def scan_paths(
         incidents=incidents,
         warnings=warnings,
         catalog=catalog,
-        elapsed_s=time.perf_counter() - t0,
         bytes_read=sum(r.bytes for r in job.results.values()),
         backend=matcher.backend,
-        first_diagnosis_s=first_diag,
         filters={"rank": rank, "attempt": attempt, "since": iso(since_dt)},
     )
 

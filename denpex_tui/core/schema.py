@@ -39,9 +39,7 @@ __all__ = [
     "marker_to_json",
     "marker_from_json",
     "snapshot_to_json",
-    "snapshot_from_json",
     "differential_to_json",
-    "differential_from_json",
 ]
 
 SCHEMA = 1
@@ -295,37 +293,6 @@ def snapshot_to_json(snap) -> dict[str, Any]:
     return d
 
 
-def snapshot_from_json(j: dict[str, Any]):
-    from denpex_tui.probes.readings import DeletedFile, PathReading, ProcessReading, Snapshot
-
-    check_schema(j, "probe snapshot")
-    procs = []
-    for pj in j.get("processes") or []:
-        kw = _init_kwargs(ProcessReading, pj, {"deleted"})
-        if pj.get("deleted") is not None:
-            kw["deleted"] = [DeletedFile(int(f["fd"]), str(f["path"]), int(f["bytes"]), int(f["size"]),
-                                         int(f.get("dev") or 0), int(f.get("ino") or 0)) for f in pj["deleted"]]
-        procs.append(ProcessReading(**kw))
-    paths = []
-    for pj in j.get("paths") or []:
-        kw = _init_kwargs(PathReading, pj)
-        kw["is_shm"] = bool(pj.get("shm"))
-        paths.append(PathReading(**kw))
-    system = j.get("system") or {}
-    cost = j.get("cost_ms")
-    t = j.get("time_unix_full")
-    if t is None:
-        t = j.get("unix_time")
-    if t is None:
-        t = datetime.fromisoformat(j["time"]).timestamp()
-    return Snapshot(
-        time=float(t), host=str(j.get("host") or ""), processes=procs, paths=paths,
-        discovered=bool(j.get("discovered", True)),
-        system_files_open=system.get("files_open"), system_files_max=system.get("files_max"),
-        cost_s=cost / 1000 if cost is not None else None,
-    )
-
-
 def differential_to_json(d) -> dict[str, Any]:
     out = d.to_json()
     out["schema"] = SCHEMA
@@ -334,25 +301,3 @@ def differential_to_json(d) -> dict[str, Any]:
     return out
 
 
-def differential_from_json(j: dict[str, Any]):
-    from denpex_tui.probes.differential import Candidate, ChecklistResult, Differential
-
-    check_schema(j, "differential")
-    return Differential(
-        signature_id=str(j["signature"]),
-        kind=str(j["kind"]),
-        path=j.get("path"),
-        measured_at=str(j["measured_at"]),
-        measured_at_unix=float(j["measured_at_unix"]),
-        note=str(j.get("note") or ""),
-        mount=j.get("mount"),
-        fstype=j.get("fstype"),
-        measured_path=j.get("measured_path"),
-        candidates=[Candidate(**_init_kwargs(Candidate, c)) for c in j.get("candidates") or []],
-        checklist=[ChecklistResult(**_init_kwargs(ChecklistResult, c)) for c in j.get("checklist") or []],
-        metrics=dict(j.get("metrics") or {}),
-        caveats=list(j.get("caveats") or []),
-        here=bool(j.get("here", True)),
-        error_node=j.get("error_node"),
-        measure_command=j.get("measure_command"),
-    )

@@ -17,14 +17,33 @@ import re
 import stat
 import struct
 import zipfile
+from dataclasses import dataclass, field
 from statistics import median
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .checkpoints import CheckpointTag
+from .text import safe_str
 
-__all__ = ["SMALL", "TEMP", "NotRegular", "open_regular", "file_problem", "walk", "check_files", "peer_sizes",
+__all__ = ["CheckpointTag", "SMALL", "TEMP", "NotRegular", "open_regular", "file_problem", "walk", "check_files", "peer_sizes",
            "across_tags"]
+
+@dataclass
+class CheckpointTag:
+    tag: str
+    path: str
+    kind: str
+    step: int | None
+    missing: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    files: dict[str, int] = field(default_factory=dict)  # relative path -> bytes
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing and not self.problems
+
+    def to_json(self) -> dict:
+        return {"tag": safe_str(self.tag), "path": safe_str(self.path), "complete": self.complete,
+                "missing": [safe_str(m) for m in self.missing], "problems": [safe_str(p) for p in self.problems]}
+
+
 
 SMALL = 0.5  # a shard under half the size of its peers (or of itself in other tags) is suspect
 TEMP = re.compile(r"(?:\.tmp(?![a-z0-9])|\.part$|\.partial$|\.incomplete$|^tmp[-_.]|^\.~|\.lock$)", re.I)

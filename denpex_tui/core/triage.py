@@ -123,10 +123,16 @@ def _with_dump_evidence(incidents: list[Incident], job: JobState, catalog: Catal
 
 def mark_provisional(incidents: list[Incident]) -> None:
     """Incidents decided before every source's history was read: said *so far*, and never of
-    high confidence (what is not read yet can overturn them)."""
+    high confidence (what is not read yet can overturn them); what is missing is missing from
+    what was read, not from the logs."""
     for inc in incidents:
         inc.provisional = True
         if inc.confidence == "high":
             inc.confidence = "medium"
+        inc.summary = inc.summary.replace(_ABSENT, _ABSENT_SO_FAR)
+        inc.evidence = [e.replace(_ABSENT, _ABSENT_SO_FAR) for e in inc.evidence]
         if not inc.summary.startswith("so far: "):
             inc.summary = "so far: " + inc.summary
+
+
+_ABSENT, _ABSENT_SO_FAR = "not in these logs", "not in what is read so far"

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from denpex_tui.core.clock import since_start
 from denpex_tui.core.history import IO_TIMEOUT_S, ReadProgress, SourceHistory, read_history
 from denpex_tui.core.lines.index import FileIndex
 from denpex_tui.core.matcher import Matcher
@@ -43,14 +44,14 @@ class HistoryDone:
 
     read: int
     total: int
-    seconds: float  # wall time of the history pass
+    since_start: float  # wall seconds from the process start to the end of the pass
     indexes: dict[str, FileIndex] = field(default_factory=dict)  # path -> line index (the view's)
     infos: dict[str, SourceInfo] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"event": "history", "read": self.read, "total": self.total, "complete": True,
-                "seconds": round(self.seconds, 3)}
+                "since_start_s": round(self.since_start, 3)}
 
 
 def find_sources(paths: list[str], io_timeout: float = IO_TIMEOUT_S) -> tuple[list[SourceInfo], list[str]]:
@@ -127,7 +128,7 @@ class Backlog:
                 out[p] = (h.ident, -1)
         return out
 
-    def done(self, seconds: float) -> HistoryDone:
+    def done(self) -> HistoryDone:
         idx = {h.info.path: h.index for h in self.histories.values() if h.index is not None}
         infos = {h.info.path: h.info for h in self.histories.values()}
-        return HistoryDone(self.progress.read(), self.progress.total, seconds, idx, infos, list(self.warnings))
+        return HistoryDone(self.progress.read(), self.progress.total, since_start(), idx, infos, list(self.warnings))

@@ -392,7 +392,6 @@ class Engine:
         thread as it completes, with a diagnosis marked provisional until the last."""
         bl = self.backlog
         out: asyncio.Queue = asyncio.Queue()
-        t0 = time.monotonic()
 
         def post(fn, *args) -> None:
             try:
@@ -449,7 +448,7 @@ class Engine:
                 yield ev
         self.history_done = True
         self.tailer.start_at = bl.start_at()
-        done = bl.done(time.monotonic() - t0)
+        done = bl.done()
         yield done
         for ev in await loop.run_in_executor(self._pool, self._retriage_all):
             yield ev

@@ -23,7 +23,7 @@ Public API (stable; other parts of Denpex import these):
 * ``logpaths.paths_from_logs(paths) -> list[WatchPath]``, ``scan_logs(paths) -> LogScan``
   (watch paths, ENOSPC/EMFILE error lines, checkpoint-save lines), ``LogFollower``.
 * ``cli.add_parser(subparsers)`` / ``cli.run(args) -> int``: ``denpex probe``.
-* ``readings.Snapshot.from_json(obj)`` / ``wire.parse_line(line)``: a schema-1 snapshot read
+* ``wire.snapshot_from_json(obj)`` / ``wire.parse_line(line)``: a schema-1 snapshot read
   back (a remote node's stream); ``wire.WireError`` (kind garbage / other-schema / invalid).
 * ``source``: ``ProbeSource`` (``snapshot``, ``read_path``, ``du``), ``LocalSource``,
   ``StreamSource``; ``differential(..., source=)`` and ``metrics_for(..., source=)`` use it.
@@ -34,5 +34,5 @@ Public API (stable; other parts of Denpex import these):
   (``offsets()`` per node name, ``compare(node_a, t_a, node_b, t_b) -> Ordering``,
   ``resolution()``) for ordering failures across nodes.
 
-Nothing is imported here, so ``import denpex_tui.probes.conditions`` stays cheap.
+Nothing is imported here, so ``import denpex_tui.core.conditions`` stays cheap.
 """

@@ -19,7 +19,8 @@ from typing import Any
 from denpex_tui.core import bounded
 from denpex_tui.core.commands import DELETED_OPEN_TEMPLATE, deleted_open_command, render_command
 
-from .conditions import METRICS, parse_condition
+from denpex_tui.core import schema as _schema
+from denpex_tui.core.conditions import METRICS, parse_condition
 from .mounts import is_under
 from .readings import PathReading, ProcessReading, Snapshot, iso_time, pct
 from .sampler import SHM, read_path
@@ -746,3 +747,25 @@ __all__ = [
     "load_checklist",
     "evaluate_checklist",
 ]
+
+
+def differential_from_json(j: dict[str, Any]):
+    _schema.check_schema(j, "differential")
+    return Differential(
+        signature_id=str(j["signature"]),
+        kind=str(j["kind"]),
+        path=j.get("path"),
+        measured_at=str(j["measured_at"]),
+        measured_at_unix=float(j["measured_at_unix"]),
+        note=str(j.get("note") or ""),
+        mount=j.get("mount"),
+        fstype=j.get("fstype"),
+        measured_path=j.get("measured_path"),
+        candidates=[Candidate(**_schema._init_kwargs(Candidate, c)) for c in j.get("candidates") or []],
+        checklist=[ChecklistResult(**_schema._init_kwargs(ChecklistResult, c)) for c in j.get("checklist") or []],
+        metrics=dict(j.get("metrics") or {}),
+        caveats=list(j.get("caveats") or []),
+        here=bool(j.get("here", True)),
+        error_node=j.get("error_node"),
+        measure_command=j.get("measure_command"),
+    )

@@ -224,14 +224,6 @@ class Snapshot:
                 return p
         return None
 
-    @classmethod
-    def from_json(cls, d: Any) -> "Snapshot":
-        """The inverse of ``to_json`` (a decoded schema-1 object, e.g. from a remote node's
-        ``probe --stream``); raises ``wire.WireError`` (a ValueError) for anything else."""
-        from .wire import snapshot_from_json
-
-        return snapshot_from_json(d)
-
     def to_json(self) -> dict:
         d: dict[str, Any] = {
             "schema": SCHEMA,

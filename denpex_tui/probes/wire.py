@@ -159,7 +159,9 @@ def path_from_json(d: dict) -> PathReading:
 
 
 def _time(d: dict) -> float:
-    t = _num(d, "unix_time")
+    t = _num(d, "time_unix_full")  # an evidence bundle's probe.json keeps the exact time
+    if t is None:
+        t = _num(d, "unix_time")
     if t is not None:
         return t
     s = _str(d, "time", 64)
@@ -187,7 +189,7 @@ def snapshot_from_json(d: Any) -> Snapshot:
         time=_time(d), host=_word(d, "host", 253) or "?",
         processes=procs,
         paths=[path_from_json(p) for p in _list(d, "paths")],
-        discovered=bool(procs) or "note" in d,
+        discovered=d["discovered"] if isinstance(d.get("discovered"), bool) else (bool(procs) or "note" in d),
         system_files_open=_int(system, "files_open"), system_files_max=_int(system, "files_max"),
         cost_s=None if cost is None else cost / 1000.0,
     )

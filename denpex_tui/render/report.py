@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from denpex_tui.core.catalog import Catalog
+from denpex_tui.core.clock import since_start
 from denpex_tui.core.fixes import fix_panel
 from denpex_tui.core.frtrace import collective_rows
 from denpex_tui.core.model import Finding, Incident, iso
@@ -231,7 +232,7 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measu
         f"{count(len(srcs), 'source')}, {count(len(ranks), 'rank')}"
         + (f" ({rank_ranges(ranks)})" if ranks else "")
         + (f", {count(len(nodes), 'node')}" if len(nodes) > 1 else "")
-        + f", {count(lines, 'line')} in {result.elapsed_s:.2f} s"
+        + f", {count(lines, 'line')}; report {since_start():.2f} s after denpex started (wall time)"
     )
     dumps, ras = len(getattr(result.job, "dumps", {})), len(getattr(result.job, "ras", {}))
     if dumps or ras:

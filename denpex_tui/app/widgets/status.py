@@ -71,7 +71,7 @@ class StatusBar(Widget):
                                                 ("  ", "● following" if follow else "‖ paused (f/End follows)",
                                                  s("status--ok") if follow else s("status--warn"))]
         parts += [("  " if i == 0 else " · ", p, None) for i, p in enumerate(shape.split(" · ")) if p]
-        parts.append(("  ", f"elapsed {elapsed}", s("status--dim")))
+        parts.append(("  ", f"watching {elapsed}", s("status--dim")))  # since the process started
         parts += [("  " if i == 0 else " · ", x, s("status--dim")) for i, x in enumerate(extra.split(" · ")) if x]
         width = self.content_region.width or 1 << 16
         col = 0

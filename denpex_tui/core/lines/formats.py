@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable
 
-if TYPE_CHECKING:
-    from .facts import LineFacts
+LineFacts = Any  # the door's LineFacts (facts.py); named here for the signatures only
 
 __all__ = ["PrefixFormat", "FORMATS", "TEXT_RANK", "MAX_PREFIX_ROUNDS", "LEADING", "apply_groups",
            "compile_prefix_template", "set_prefix_template", "active_formats", "small_int"]
@@ -38,7 +37,7 @@ class PrefixFormat:
     name: str
     rx: re.Pattern[str]
     examples: tuple[str, ...]
-    guard: Callable[["LineFacts", re.Match[str]], bool] | None = None  # False: not this format after all
+    guard: Callable[[LineFacts, re.Match[str]], bool] | None = None  # False: not this format after all
     strip: bool = True
     once: bool = True  # may match only once per line
     first_only: bool = False  # only at the very start of the line
@@ -55,7 +54,7 @@ _TEXT_GROUPS = ("host", "role_name")
 _GLOG_LEVEL = {"D": "debug", "I": "info", "W": "warning", "E": "error", "F": "critical"}
 
 
-def apply_groups(p: "LineFacts", m: re.Match[str]) -> bool:
+def apply_groups(p: LineFacts, m: re.Match[str]) -> bool:
     """Copy a format's named groups into the line: numbers only in range, ``lvl`` as a glog
     level letter (a timestamp is the time rule's: :mod:`denpex_tui.core.lines.times`)."""
     d = m.groupdict()
@@ -70,11 +69,11 @@ def apply_groups(p: "LineFacts", m: re.Match[str]) -> bool:
     return True
 
 
-def _not_a_word(p: "LineFacts", m: re.Match[str]) -> bool:
+def _not_a_word(p: LineFacts, m: re.Match[str]) -> bool:
     return not _NOT_HOST.fullmatch(m.group("host"))
 
 
-def _not_rank(p: "LineFacts", m: re.Match[str]) -> bool:
+def _not_rank(p: LineFacts, m: re.Match[str]) -> bool:
     return m.group("role_name").lower() != "rank"
 
 

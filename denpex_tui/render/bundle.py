@@ -1,11 +1,19 @@
-"""``denpex evidence PATH... -o OUT``: scan the logs, take the probe snapshot now, write the bundle
-(core/evidence.py). ``make_bundle`` is shared with ``E`` in watch (app/evidence_key.py)."""
+"""The evidence bundle of a job: scan its logs, take the probe snapshot now, write the bundle
+(:mod:`denpex_tui.core.evidence`). The one maker for ``denpex evidence`` and ``E`` in watch.
+
+Helpers (``nvidia-smi``, torch's ``collect_env``) run isolated: an absolute program, ``python -I``,
+an empty working directory, only the allowed environment (deny by default).
+"""
 
 from __future__ import annotations
 
-from denpex_tui.checklist_cli import EXIT_OK, InputError, _warn, console, scan_logs
+from denpex_tui.core.scan import scan_paths
 
-__all__ = ["make_bundle", "cmd_evidence"]
+__all__ = ["BundleError", "make_bundle", "env_allowed", "allowed_env"]
+
+
+class BundleError(Exception):
+    """The bundle could not be made; the message is one line for the user."""
 
 
 # What of the environment a colleague needs to judge a failure: versions, and the NCCL / CUDA /
@@ -138,7 +146,12 @@ def make_bundle(paths: list[str], out: str, *, with_env: bool = False, sig_dirs=
         real = outside(p, roots)
         return f"{p}: leads outside the job's tree (to {real}): not read for the bundle" if real else None
 
-    result = scan_logs(paths, sig_dirs, confine=confine)
+    try:
+        result = scan_paths(list(paths), signature_dirs=sig_dirs, confine=confine)
+    except ValueError as exc:
+        raise BundleError(str(exc)) from None
+    if result.readable_sources == 0:
+        raise BundleError(result.nothing_read(list(paths)))
     buf = io.StringIO()
     print_scan(result, make_console(buf), measure=False)
     firsts = {}
@@ -160,39 +173,14 @@ def make_bundle(paths: list[str], out: str, *, with_env: bool = False, sig_dirs=
                "collect_env.txt": (py, _run_env(py)),
                "environment.txt": (["env", "(allowed variables only)"], _environment_text)}
     if os.path.exists(out) and not os.path.isdir(out):
-        raise InputError(f"{out}: exists and is not a folder (evidence never overwrites)")
+        raise BundleError(f"{out}: exists and is not a folder (evidence never overwrites)")
     try:
         b = write_bundle(result, out, argv=["denpex", "evidence", *paths, "-o", out]
                          + (["--with-env"] if with_env else []), diagnosis_text=buf.getvalue(),
                          snapshot=snap, differential=diff, baseline=baseline, first_warnings=firsts, env=env,
                          roots=roots)
     except FileExistsError as exc:
-        raise InputError(str(exc)) from None
+        raise BundleError(str(exc)) from None
     except OSError as exc:
-        raise InputError(f"{out}: {exc.strerror or exc}") from None
+        raise BundleError(f"{out}: {exc.strerror or exc}") from None
     return b, result
-
-
-def cmd_evidence(args, cfg) -> int:
-    from rich.text import Text
-
-    from denpex_tui.core.units import human_bytes
-
-    sig_dirs = list(cfg.get("scan", {}).get("signatures", [])) + list(args.signatures or [])
-    b, result = make_bundle(list(args.paths), args.output, with_env=args.with_env, sig_dirs=sig_dirs,
-                            python=getattr(args, "python", None))
-    con = console()
-    con.print(Text(f"wrote {b.path}: {len(b.files)} files, {human_bytes(sum(b.files.values()))}", style="bold"))
-    for rel, n in sorted(b.files.items()):
-        con.print(Text(f"  {rel}  {human_bytes(n)}"))
-    for x in b.left_out:
-        con.print(Text("  left out: " + x, style="yellow"))
-    for w in result.warnings:
-        if "leads outside the job's tree" in w:
-            _warn(w)
-    for rel, what in sorted(b.redacted.items()):
-        con.print(Text(f"  redacted in {rel}: {what}", style="yellow"))
-    if not result.incidents:
-        con.print(Text("no failure found in these logs: the bundle holds the scan and the probe snapshot only",
-                       style="yellow"))
-    return EXIT_OK

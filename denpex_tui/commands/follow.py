@@ -17,10 +17,10 @@ from typing import Any
 from denpex_tui.core.catalog import load_catalog
 from denpex_tui.core.text import safe_json, safe_str
 
-from .engine import Engine, LinesEvent
-from .execsource import kill_all
-from .sources import SourceEvent
-from .stall import StallCleared, StallEvent
+from denpex_tui.live.engine import Engine, LinesEvent
+from denpex_tui.live.execsource import kill_all
+from denpex_tui.live.sources import SourceEvent
+from denpex_tui.live.stall import StallCleared, StallEvent
 
 
 def event_dict(engine: Engine, ev: Any) -> dict[str, Any] | None:
@@ -95,7 +95,7 @@ async def _follow(engine: Engine, as_json: bool) -> None:
 
 
 def run_follow(args, sig_dirs: list[str]) -> int:
-    from denpex_tui.cli import UsageError
+    from denpex_tui.commands.common import UsageError
 
     if not args.paths and not args.exec_cmds:
         raise UsageError("--follow needs a PATH or an --exec command")

@@ -10,6 +10,8 @@ import sys
 import tempfile
 import threading
 
+from denpex_tui.core.clock import start_epoch
+
 __all__ = ["add_parser", "run"]
 
 
@@ -44,7 +46,7 @@ def add_parser(subparsers) -> None:
     w.add_argument("--max-files", type=int, default=10000, metavar="N",
                    help="files followed at most (default 10000); deleted files in their grace period do not count, "
                         "a newer attempt's files replace an older attempt's, the rest are counted and named")
-    from denpex_tui.probes.remote_cli import add_arguments
+    from denpex_tui.commands.remote import add_arguments
 
     add_arguments(w)
     w.set_defaults(func=run)
@@ -65,7 +67,7 @@ def _bad_start(args, watch_cfg) -> str | None:
     if theme:
         from textual.theme import BUILTIN_THEMES
 
-        from .theming import load_themes
+        from denpex_tui.app.theming import load_themes
 
         names = set(BUILTIN_THEMES) | {t.name for t in load_themes()[0]}
         if theme not in names:
@@ -78,7 +80,7 @@ def run(args, cfg) -> int:
     if args.max_stat_rate <= 0:
         print("denpex: --max-stat-rate must be a positive number of calls per second", file=sys.stderr)
         return 2
-    from denpex_tui.probes import remote_cli
+    from denpex_tui.commands import remote as remote_cli
     from denpex_tui.probes.transports import TransportError
 
     specs = None
@@ -112,7 +114,7 @@ def run(args, cfg) -> int:
     tmp = None
     writer = None
     if args.demo:
-        from denpex_tui.demo import play_demo_job
+        from denpex_tui.core.demo import play_demo_job
 
         tmp = tempfile.TemporaryDirectory(prefix="denpex-demo-")
         paths = [tmp.name]
@@ -129,7 +131,7 @@ def run(args, cfg) -> int:
                   "give the logs: denpex watch PATH --slurm-job J", file=sys.stderr)
             return 2
     elif not paths and not args.exec_cmds:
-        from .discover import discover_logs
+        from denpex_tui.app.discover import discover_logs
 
         d = discover_logs()
         if not d.paths:
@@ -143,8 +145,8 @@ def run(args, cfg) -> int:
     from denpex_tui.core.catalog import load_catalog
     from denpex_tui.core.text import safe_str
 
-    from .app import DenpexApp, WatchOptions
-    from .feed import common_root
+    from denpex_tui.app.factory import WatchOptions, make_app
+    from denpex_tui.app.feed import common_root
 
     catalog = load_catalog(sig_dirs)
     for p in catalog.problems:
@@ -160,20 +162,20 @@ def run(args, cfg) -> int:
         discover=False if args.demo else None, notice=notice, root=common_root(paths),
         max_stat_rate=args.max_stat_rate, all_users=args.all_users, max_files=max(1, args.max_files),
         demo_root=tmp.name if args.demo else None, quiet_s=args.quiet_after, notify=args.notify,
-        probe_specs=specs, probe_wait=float(args.wait) if specs else 20.0,
+        probe_specs=specs, probe_wait=float(args.wait) if specs else 20.0, started=start_epoch(),
     )
-    from . import spool
+    from denpex_tui.app import spool
 
     if args.exec_view_max < 1:
         print("denpex watch: --exec-view-max: at least 1 (MiB)", file=sys.stderr)
         return 2
     spool.MAX_BYTES = args.exec_view_max << 20
-    app = DenpexApp(opts, catalog)
+    app = make_app(opts, catalog)
     if writer is not None:
         writer.start()
 
     def cleanup() -> None:
-        from .spool import remove_all
+        from denpex_tui.app.spool import remove_all
 
         remove_all()  # --exec spools: also on a signal, whatever the view's worker got to
         stop.set()

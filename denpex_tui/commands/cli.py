@@ -18,15 +18,13 @@ import tempfile
 from pathlib import Path
 
 from denpex_tui import __version__
+from denpex_tui.commands import checklist, probe, watch
+from denpex_tui.core import clock  # noqa: F401 (the process start, read before any fork)
 
 log = logging.getLogger("denpex")
 log.addHandler(logging.NullHandler())  # without --debug, log.exception must not reach stderr (logging.lastResort)
 
-EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
-
-
-class UsageError(Exception):
-    pass
+from denpex_tui.commands.common import EXIT_ERROR, EXIT_FOUND, EXIT_OK, UsageError  # noqa: F401 (re-used below)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -128,13 +126,13 @@ def cmd_scan(args, cfg) -> int:
 
     sig_dirs = list(cfg.get("scan", {}).get("signatures", [])) + list(args.signatures or [])
     if args.follow:
-        from denpex_tui.live.follow import run_follow
+        from denpex_tui.commands.follow import run_follow
 
         return run_follow(args, sig_dirs)
     paths = list(args.paths)
     tmp = None
     if args.demo:
-        from denpex_tui.demo import write_demo_job
+        from denpex_tui.core.demo import write_demo_job
 
         tmp = tempfile.TemporaryDirectory(prefix="denpex-demo-")
         write_demo_job(tmp.name)
@@ -152,7 +150,7 @@ def cmd_scan(args, cfg) -> int:
         _err(f"warning: {exc}: the folder is scanned as logs")
         bundle = False
     if bundle:
-        from denpex_tui.checklist_cli import scan_bundle
+        from denpex_tui.commands.checklist import scan_bundle
 
         return scan_bundle(paths[0], args)
     try:
@@ -172,7 +170,7 @@ def cmd_scan(args, cfg) -> int:
         return EXIT_ERROR
     for w in result.warnings:
         _err("warning: " + w)
-    from denpex_tui.checklist_cli import scan_extras  # --control and the failure's rhythm
+    from denpex_tui.commands.checklist import scan_extras  # --control and the failure's rhythm
 
     extras = scan_extras(result, args)
     if args.json:
@@ -352,12 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--verbose", "-v", action="store_true", help="also list warning-level findings")
     s.add_argument("--no-measure", action="store_true",
                    help="do not measure the failing path and local processes now (the ENOSPC/EMFILE differential)")
-    try:  # --control, --runs (checklist_cli)
-        from denpex_tui import checklist_cli
-
-        checklist_cli.add_scan_options(s)
-    except ImportError:  # pragma: no cover
-        pass
+    checklist.add_scan_options(s)  # --control, --runs
     s.set_defaults(func=cmd_scan)
 
     e = sub.add_parser("explain", help="explain a pasted traceback or log excerpt")
@@ -373,27 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--signatures", action="append", metavar="DIR")
     g.set_defaults(func=cmd_signatures)
 
-    try:
-        from denpex_tui.probes import cli as probe_cli
-
-        probe_cli.add_parser(sub)
-        # detached like scan: a path the logs name may be on a dead mount, and a thread stuck
-        # there in D state would keep the process (and the user's shell) from exiting on SIGTERM
-        sub.choices["probe"].set_defaults(func=lambda a, _cfg: probe_cli.run(a), detach=True)
-    except ImportError:  # pragma: no cover - probes not built in this tree
-        pass
-    try:  # checkpoints, footprint, verify, evidence: the checklist items as commands
-        from denpex_tui import checklist_cli
-
-        checklist_cli.add_parsers(sub)
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from denpex_tui.app import cli as watch_cli
-
-        watch_cli.add_parser(sub)
-    except ImportError:
-        pass
+    probe.add_parser(sub)
+    # detached like scan: a path the logs name may be on a dead mount, and a thread stuck
+    # there in D state would keep the process (and the user's shell) from exiting on SIGTERM
+    sub.choices["probe"].set_defaults(func=lambda a, _cfg: probe.run(a), detach=True)
+    checklist.add_parsers(sub)  # checkpoints, footprint, verify, evidence: the checklist items as commands
+    watch.add_parser(sub)  # a watch that cannot be imported is an error, never a missing command
     return p
 
 

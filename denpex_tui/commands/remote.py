@@ -13,7 +13,7 @@ import json
 import sys
 import time
 
-from .transports import (TransportError, kubectl_channels, parse_hosts, slurm_channels,
+from denpex_tui.probes.transports import (TransportError, kubectl_channels, parse_hosts, slurm_channels,
                          ssh_channels, template_channels)
 
 
@@ -54,7 +54,7 @@ def channel_specs(args) -> list:
 
 def collect(specs, *, wait: float, interval: float = 2.0, settle: float = 0.0):
     """Run the fleet until every node answered or failed, or ``wait`` passed; returns it stopped."""
-    from .fleet import Fleet
+    from denpex_tui.probes.fleet import Fleet
 
     fleet = Fleet(specs, interval=interval, answer_timeout=wait)
     fleet.start()

@@ -7,32 +7,11 @@ of a signature's checklist (``[[checklist]] command = ...``). Exit codes as ever
 
 from __future__ import annotations
 
-import json
 import sys
 
-EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
-
-
-class InputError(Exception):
-    """Bad input: the CLI prints it as one line and exits 2."""
-
-
-def _json_out(obj) -> None:
-    from denpex_tui.core.text import safe_json
-
-    sys.stdout.write(json.dumps(safe_json(obj), ensure_ascii=False) + "\n")
-
-
-def console():
-    from denpex_tui.render.report import make_console
-
-    return make_console()
-
-
-def _warn(msg: str) -> None:
-    from denpex_tui.core.text import safe_str
-
-    print(f"denpex: warning: {safe_str(msg)}", file=sys.stderr)
+from denpex_tui.commands.common import EXIT_ERROR, EXIT_FOUND, EXIT_OK, InputError, console
+from denpex_tui.commands.common import json_out as _json_out
+from denpex_tui.commands.common import warn as _warn
 
 
 # -- checkpoints --------------------------------------------------------------------------
@@ -185,7 +164,7 @@ def cmd_verify(args, cfg) -> int:
     return EXIT_OK if res.ok else EXIT_FOUND
 
 
-# -- evidence: denpex_tui/evidence_cli.py ---------------------------------------------------
+# -- evidence: denpex_tui/render/bundle.py ---------------------------------------------------
 
 
 def scan_bundle(path: str, args) -> int:
@@ -317,7 +296,7 @@ def add_parsers(sub) -> None:
     e.add_argument("--python", metavar="PY", help="with --with-env: the training environment's interpreter "
                                                    "(default: the one running denpex)")
     e.add_argument("--signatures", action="append", metavar="DIR", help="extra signature pack")
-    from denpex_tui.evidence_cli import cmd_evidence
+    from denpex_tui.commands.evidence import cmd_evidence
 
     e.set_defaults(func=_guard(cmd_evidence))
 

@@ -60,7 +60,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="seconds between streamed snapshots (default 2)")
     p.add_argument("--timeout", default="2", metavar="S", help=argparse.SUPPRESS)
     p.add_argument("--count", default=None, help=argparse.SUPPRESS)  # stop after N snapshots
-    from .remote_cli import add_arguments
+    from denpex_tui.commands.remote import add_arguments
 
     add_arguments(p)
     p.set_defaults(func=run)
@@ -120,7 +120,7 @@ def _quiet_stdout() -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import remote_cli
+    from denpex_tui.commands import remote as remote_cli
 
     if remote_cli.wanted(args):
         for opt in ("pid", "path", "logs", "stream"):
@@ -130,10 +130,10 @@ def _run(args: argparse.Namespace) -> int:
         return remote_cli.run(args, _err)
     if getattr(args, "probe_cmd", None):
         raise _InputError("--probe-cmd needs --hosts, --slurm-job or --pods")
-    from .differential import differential
-    from .logpaths import LogFollower, scan_logs
-    from .sampler import Prober
-    from .trends import TrendTracker
+    from denpex_tui.probes.differential import differential
+    from denpex_tui.probes.logpaths import LogFollower, scan_logs
+    from denpex_tui.probes.sampler import Prober
+    from denpex_tui.probes.trends import TrendTracker
 
     interval = _positive_float("--interval", getattr(args, "interval", "2"), 0.05, 3600)
     timeout = _positive_float("--timeout", getattr(args, "timeout", "2"), 0.05, 600)
@@ -150,7 +150,7 @@ def _run(args: argparse.Namespace) -> int:
         for lg in getattr(args, "logs", []) or []:
             if not os.path.exists(lg):
                 raise _InputError(f"--logs {lg}: no such file or directory")
-        from .stacks_cli import run_stacks
+        from denpex_tui.commands.stacks import run_stacks
 
         return run_stacks(args, pids, _err)
     paths = list(getattr(args, "path", []) or [])
@@ -273,7 +273,7 @@ def _stream(prober, trends, logs, interval: float, count: int | None, follower_c
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (python -m denpex_tui.probes.cli) until the lead wires it into denpex."""
+    """Standalone entry (python -m denpex_tui.commands.probe) until the lead wires it into denpex."""
     parser = argparse.ArgumentParser(prog="denpex")
     sub = parser.add_subparsers(dest="cmd")
     add_parser(sub)
