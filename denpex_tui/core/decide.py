@@ -8,8 +8,10 @@ section 3), each a function here, applied in that order to one :class:`Attempt`:
    one given its rank where its file or the launcher tell it (rule 8);
 4. :func:`step4_same_cause` — ranks failing of related signatures together: one cause;
 5. and 6. :func:`step5_all_collateral` — when every failure is collateral: an external stop, a
-   rank another names as faulty, a hang, the launcher as the last resort (:mod:`.hang`);
-7. :func:`step7_terminated` — ranks the agent terminated before an error of their own.
+   rank another names as faulty, a rank that vanished without a word while its peers lost it
+   (:mod:`.vanished`), a hang, the launcher as the last resort (:mod:`.hang`);
+7. :func:`step7_terminated` — ranks the agent terminated before an error of their own, and
+   ranks whose logs just end with no error of their own (:func:`~.vanished.silent_collateral`).
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from typing import Any
 from .catalog import Catalog
 from .hang import agent_terminated, external_stop_incident, hang_incident, launcher_incident
 from .job import JobState
-from .model import FailureEntry, Finding, Incident, LastLine, iso
+from .model import FailureEntry, Finding, Incident, LastLine, StopMark, iso
 from .ranks import rank_entry as _entry
 from .ranks import rank_ranges
 from .roles import (EPISODE, EPISODE_LINES, MAX_HYPOTHESES, SAME_CAUSE_WINDOW, Order, effective_role,
                     explained_by_report, hyp, names_a_stall, phase_label, related, rkey, tier)
+from .vanished import silent_collateral, vanished_incident
 
 __all__ = ["Attempt", "attempt_incident"]
 
@@ -50,6 +53,7 @@ class Attempt:
     roles: dict[int, tuple[str, str | None, list[int]]] = field(default_factory=dict)
     blamed: dict[int, Finding] = field(default_factory=dict)
     by_rank: dict[Any, list[Finding]] = field(default_factory=dict)
+    marks: dict[int, StopMark] = field(default_factory=dict)  # where each rank last showed progress
 
 
 def attempt_incident(a: Attempt) -> Incident | None:
@@ -68,6 +72,9 @@ def attempt_incident(a: Attempt) -> Incident | None:
             inc.collateral = _by_rank(inc.collateral + extra)
             inc.evidence.append(f"ranks {rank_ranges([f.rank for f in extra])} were terminated by the launcher "
                                 "before they printed an error of their own (collateral)")
+        quiet = silent_collateral(a, inc.initiating, have | {rkey(f) for f in extra})
+        if quiet:
+            inc.collateral = _by_rank(inc.collateral + quiet)
     return inc
 
 
@@ -251,7 +258,14 @@ def _initiating_incident(a: Attempt, reps, demoted: list[Finding]) -> Incident:
     for d in demoted[:3]:
         a.evidence.append(f"rank {d.rank}'s {d.exc_type or d.signature} is collateral: {a.roles[id(d)][1]}")
     _launcher_evidence(init, a.fentries, a.evidence, a.hypotheses)
-    collateral = _by_rank(collateral + step7_terminated(a, init, {rkey(c) for c in collateral} | exclude))
+    collateral = collateral + step7_terminated(a, init, {rkey(c) for c in collateral} | exclude)
+    quiet = silent_collateral(a, init, {rkey(c) for c in collateral} | exclude)
+    if quiet:
+        rs = [f.rank for f in quiet]
+        a.evidence.append(f"rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs)}: no error of "
+                          f"{'their own, their logs just end' if len(rs) > 1 else 'its own, its log just ends'} "
+                          "(stopped with the job: collateral)")
+    collateral = _by_rank(collateral + quiet)
     summary = (f"rank {init.rank if init.rank is not None else '?'} initiating: {init.title}"
                f"{phase_label(init.phase)} - {len(collateral)} collateral")
     if same:
@@ -293,12 +307,24 @@ def step5_all_collateral(a: Attempt) -> Incident | None:
         inc = _blamed_incident(a, coll)
         if inc is not None:
             return inc
+    inc = step5_vanished(a)
+    if inc is not None:
+        return inc
     if coll or a.stalls or a.errs:
         inc = hang_incident(a.attempt, coll or a.errs, a.ranks_seen, a.lasts, a.fentries, a.catalog, a.stalls, a.job,
                             a.ctx)
         inc.hypotheses = a.hypotheses + inc.hypotheses
         return inc
     return launcher_incident(a.attempt, a.ctx or a.errs, a.fentries, a.catalog, a.job)
+
+
+def step5_vanished(a: Attempt) -> Incident | None:
+    """Every failure says a peer went away, no launcher names a rank, and ranks seen in the logs
+    printed nothing: the one that stopped first died without a word (:mod:`.vanished`)."""
+    inc = vanished_incident(a)
+    if inc is not None:
+        inc.hypotheses = a.hypotheses + inc.hypotheses
+    return inc
 
 
 def _blamed_incident(a: Attempt, coll: list[Finding]) -> Incident | None:

@@ -11,7 +11,8 @@ complete). Its results do not depend on how the bytes were cut into chunks. For 
 4. torchelastic's failure report and error.json are launcher evidence
    (:mod:`denpex_tui.core.failreport`), never trusted as the diagnosis;
 5. the last timestamped line of each rank's stream is recorded (the evidence for hangs: which
-   rank went silent first): :mod:`denpex_tui.core.streamtimes`.
+   rank went silent first): :mod:`denpex_tui.core.streamtimes`; and its last progress line (how
+   far it got, with or without timestamps): :mod:`denpex_tui.core.stopmarks`.
 
 Memory is bounded: findings are aggregated per (attempt, stream, signature) with a count,
 traceback blocks are capped, markers keep first and last occurrences.
@@ -32,7 +33,8 @@ from .lines.facts import LineFacts, line_facts
 from .lines.formats import small_int
 from .lines.reader import drop_continued
 from .matcher import ANCHORS, ERROR_WORDS, VERSION_RULES, Matcher
-from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo
+from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo, StopMark
+from .stopmarks import StopMarksMixin
 from .streamtimes import StreamTimesMixin
 from .tracebacks import ORIG_TB_HEADER as _ORIG_TB
 from .tracebacks import TB_HEADER as _TB
@@ -47,7 +49,7 @@ _ERROR_WORD = re.compile(r"(?i)\b(?:" + "|".join(re.escape(w) for w in ERROR_WOR
 _NOT_ERROR_LEVELS = ("info", "debug", "warning")
 
 
-class SourceProcessor(StreamTimesMixin, FirstErrorMixin, TracebackMixin, FailureReportMixin):
+class SourceProcessor(StreamTimesMixin, StopMarksMixin, FirstErrorMixin, TracebackMixin, FailureReportMixin):
     """Incremental processing of one source. Feed whole-line chunks in order."""
 
     def __init__(self, info: SourceInfo, matcher: Matcher, *, year_hint: int | None = None,
@@ -67,6 +69,7 @@ class SourceProcessor(StreamTimesMixin, FirstErrorMixin, TracebackMixin, Failure
         self.markers: dict[tuple, list[Marker]] = {}
         self.marker_counts: dict[tuple, int] = {}
         self.last_lines: dict[tuple, LastLine] = {}
+        self.stop_marks: dict[tuple, StopMark] = {}  # where each rank stream last showed progress
         self.key_time: dict[StreamKey, datetime] = {}
         self.rank_pairs: set[tuple[int, int]] = set()  # (local, global) on this node
         self.keys_seen: dict[int, set[tuple[str, int]]] = {}  # attempt -> {("r"|"l", n)}
@@ -151,6 +154,7 @@ class SourceProcessor(StreamTimesMixin, FirstErrorMixin, TracebackMixin, Failure
             self._note_key(g, info.local_rank if g is None else None)
         if self.info.kind != "error-json":
             self.record_last_lines(data, offset)
+            self.record_stop_marks(data, offset)
         self.chunk_end(data)
 
     def close(self) -> None:
