@@ -29,6 +29,7 @@ from .ranks import rank_ranges
 from .roles import (EPISODE, EPISODE_LINES, MAX_HYPOTHESES, SAME_CAUSE_WINDOW, Order, effective_role,
                     explained_by_report, hyp, names_a_stall, phase_label, related, rkey, tier)
 from .vanished import silent_collateral, vanished_incident
+from .where import refine as where_refine
 
 __all__ = ["Attempt", "attempt_incident"]
 
@@ -235,9 +236,43 @@ def step4_same_cause(a: Attempt, init: Finding, init_first: Finding, reps, confi
     return same, rivals, confidence
 
 
+def step3_where(a: Attempt, init: Finding) -> Finding:
+    """Say what and where (:mod:`.where`): the frames around the initiating error give its phase
+    (an EMFILE in a DataLoader worker is data loading) and its place (an ENOSPC on /dev/shm, a
+    bus error inside NCCL's shared memory)."""
+    # the same error reported again by the same rank in this episode (a print, then its
+    # traceback): its frames say where too
+    hits = list(init.fields.get("where") or [])
+    t0 = a.order.when(init)
+    for f in a.by_rank.get(rkey(init), []):
+        w = a.order.when(f)
+        near = (abs(w - t0) <= EPISODE.total_seconds() if t0 is not None and w is not None
+                else f.path == init.path and abs(f.text_line - init.text_line) <= EPISODE_LINES)
+        if f is not init and f.signature == init.signature and near:
+            hits += [h for h in f.fields.get("where") or [] if h not in hits]
+    probe = init
+    if hits != list(init.fields.get("where") or []):
+        probe = _entry(init, [init])
+        probe.fields = {**init.fields, "where": hits}
+    sig_id, phase, why = where_refine(probe, a.catalog)
+    if sig_id is None and phase is None:
+        return init
+    init = _entry(probe, [init])
+    if sig_id is not None:
+        sig = a.catalog.get(sig_id)
+        init.fields = {**init.fields, "seen_as": init.signature}
+        init.signature, init.title, init.family, init.phase = sig.id, sig.title, sig.family, sig.phase
+    if phase is not None:
+        init.phase = phase
+    if why:
+        a.evidence.append(why)
+    return init
+
+
 def _initiating_incident(a: Attempt, reps, demoted: list[Finding]) -> Incident:
     _, rep, init_first, _ = reps[0]
     init, confidence = step3_first(a, rep)
+    init = step3_where(a, init)
     same, _rivals, confidence = step4_same_cause(a, init, init_first, reps, confidence)
     exclude = {rkey(rep), rkey(init)} | {rkey(s) for s in same}  # the rank as found, and as given
     collateral = []

@@ -194,6 +194,8 @@ _FATAL: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"\*\*\* Process received signal (?:(?P<name>SIG[A-Z]{2,6})|(?P<n>\d{1,2})) \*\*\*"), "proc.fatal-signal", "openmpi"),
     (re.compile(r"^Signal: (?P<desc>Segmentation fault|Bus error|Aborted|Floating point exception) \((?P<n>\d{1,2})\)"), "proc.fatal-signal", "openmpi"),
     (re.compile(r"\bSIG(?P<sname>SEGV|BUS|ABRT|FPE|ILL) received\b"), "proc.fatal-signal", "runtime"),
+    # gdb: 'Thread 787 "imagenet_fake_d" received signal SIGBUS, Bus error.', 'Program received signal SIGSEGV, ...'
+    (re.compile(r"\breceived signal (?P<name>SIG(?:SEGV|BUS|ABRT|FPE|ILL)), [A-Z]"), "proc.fatal-signal", "gdb"),
     (re.compile(r"^(?:/\S+: line \d+: +\d+ )?(?P<desc>Segmentation fault|Bus error|Aborted|Floating point exception|Illegal instruction) +\(core dumped\)"), "proc.fatal-signal", "shell"),
     # The shell's job report: bash "Killed" (alone, or glued to the progress bar the process left
     # behind), "bash: 15391 Killed    cmd", "/bin/sh: line 1: 15391 Killed ...", zsh "zsh: killed  cmd".

@@ -7,7 +7,9 @@ complete). Its results do not depend on how the bytes were cut into chunks. For 
 1. the prefilter finds the few lines holding a signature or anchor literal;
 2. only those lines go through the door (:func:`~denpex_tui.core.lines.facts.line_facts`) and
    the detectors (:meth:`~denpex_tui.core.matcher.Matcher.detect`);
-3. a ``Traceback`` header switches the stream into *walk mode* (:mod:`denpex_tui.core.tracebacks`);
+3. a ``Traceback`` header switches the stream into *walk mode* (:mod:`denpex_tui.core.tracebacks`),
+   and so does a fatal report, for the native backtrace after it (:mod:`denpex_tui.core.where`:
+   the frames say where the failure happened);
 4. torchelastic's failure report and error.json are launcher evidence
    (:mod:`denpex_tui.core.failreport`), never trusted as the diagnosis;
 5. the last timestamped line of each rank's stream is recorded (the evidence for hangs: which
@@ -39,6 +41,7 @@ from .streamtimes import StreamTimesMixin
 from .tracebacks import ORIG_TB_HEADER as _ORIG_TB
 from .tracebacks import TB_HEADER as _TB
 from .tracebacks import TracebackMixin, _Block
+from .where import WhereMixin, frames_before
 
 __all__ = ["SourceProcessor"]
 
@@ -49,7 +52,8 @@ _ERROR_WORD = re.compile(r"(?i)\b(?:" + "|".join(re.escape(w) for w in ERROR_WOR
 _NOT_ERROR_LEVELS = ("info", "debug", "warning")
 
 
-class SourceProcessor(StreamTimesMixin, StopMarksMixin, FirstErrorMixin, TracebackMixin, FailureReportMixin):
+class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMixin, TracebackMixin,
+                      FailureReportMixin):
     """Incremental processing of one source. Feed whole-line chunks in order."""
 
     def __init__(self, info: SourceInfo, matcher: Matcher, *, year_hint: int | None = None,
@@ -61,6 +65,7 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, FirstErrorMixin, Traceba
         self.bytes_read = 0
         self.attempt = info.attempt or 0
         self.blocks: dict[StreamKey, _Block] = {}
+        self.windows: dict = {}  # stream -> the fatal report whose backtrace follows (core/where.py)
         self.fb_entries: list[_FBEntry] = []
         self.fb_active = False
         self.fb_root = False
@@ -121,7 +126,7 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, FirstErrorMixin, Traceba
         ns = len(starts)
         self.chunk_begin(data, offset)
         while pos < n:
-            if self.blocks or self.fb_active:
+            if self.blocks or self.fb_active or self.windows:
                 nl = data.find(b"\n", pos)
                 if nl < 0:
                     nl = n
@@ -194,6 +199,8 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, FirstErrorMixin, Traceba
         pre = line_facts(data[s:e], self.year_hint)
         text = pre.text
         key = self.stream_of(pre)
+        if self.windows:
+            self.where_window_line(key, text)
         if self.info.kind == "console" and (key is None or key[0] == "h"):
             # torchelastic's failure report is the agent's (through pdsh, with its host label)
             if self.fb_active:
@@ -311,7 +318,12 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, FirstErrorMixin, Traceba
             traceback_start=x.get("tb_start"), chained=x.get("chained") or [], extra=x.get("extra") or {},
             fields=fields, builtin=sig.builtin,
         )
+        if data is not None and x.get("tb_start") is None and sig.severity == "error":
+            before = frames_before(data, at)
+            if before:
+                f.fields.setdefault("where", before)
         self.findings[agg] = f
+        self.open_where_window(f, hit.key)
         if self.on_finding is not None:
             self.on_finding(f)
 
