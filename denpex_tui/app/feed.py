@@ -53,7 +53,7 @@ def summarize(engine: Engine, pairs: set[tuple], seen_markers: set[tuple]) -> Jo
         except (OverflowError, OSError, ValueError):
             continue
         s.last_log[rank] = max(t, s.last_log.get(rank, t))
-    s.ranks = sorted(ranks)
+    s.ranks = job.ranks()  # the job's own count, as scan says it
     s.findings = job.findings()
     s.incidents = list(engine.incidents)
     s.failure_entries = job.failure_entries()

@@ -219,7 +219,7 @@ _FATAL_LITERALS = (
     ("(core dumped)", False),
     ("terminate called ", False),
     ("' failed", False),
-    ("Killed", False),
+    ("killed", True),  # "Killed", zsh's "killed"
     ("sh: ", False),
 )
 

@@ -101,7 +101,7 @@ def _year_hint(path: str) -> int | None:
         return None
 
 
-def _run(task: _Task, matcher: Matcher, index: bool, partial_tail: bool, box: dict) -> SourceHistory:
+def _run(task: _Task, matcher: Matcher, index: bool | str, partial_tail: bool, box: dict) -> SourceHistory:
     """One task in this process: the source (or one range of it) through the pipeline."""
     info = task.info
     p = SourceProcessor(info, matcher, year_hint=_year_hint(info.path))
@@ -128,7 +128,8 @@ def _run(task: _Task, matcher: Matcher, index: bool, partial_tail: bool, box: di
                         break
                     p.feed(data, off)
                     if idx is not None:
-                        idx.add(chunk_lines(off, data, console=idx.console, year_hint=idx.year_hint, src=info))
+                        idx.add(chunk_lines(off, data, console=idx.console, year_hint=idx.year_hint, src=info,
+                                            times=index != "lines"))
                         idx.end = box.get("stop", off + len(data))
             out.stop = box.get("stop", task.start)
             out.ident = box.get("ident")
@@ -212,7 +213,7 @@ def _worker_init(nice: int, shared) -> None:
             pass
 
 
-def _worker_run(task: _Task, index: bool, partial_tail: bool) -> SourceHistory:
+def _worker_run(task: _Task, index: bool | str, partial_tail: bool) -> SourceHistory:
     shared = _WORKER.get("shared")
     box: dict[str, Any] = {}
     if shared is not None:
@@ -228,10 +229,11 @@ def _worker_run(task: _Task, index: bool, partial_tail: bool) -> SourceHistory:
 
 
 def read_history(sources: list[SourceInfo], matcher: Matcher, on_source: Callable[[SourceHistory], None], *,
-                 index: bool = False, partial_tail: bool = True, jobs: int | None = None, polite: bool = False,
+                 index: bool | str = False, partial_tail: bool = True, jobs: int | None = None, polite: bool = False,
                  io_timeout: float | None = IO_TIMEOUT_S, progress: ReadProgress | None = None) -> None:
     """Read every source's history; ``on_source`` gets each source's result as it completes
-    (its ranges joined), in the calling thread."""
+    (its ranges joined), in the calling thread. ``index``: also build each file's line index
+    (with each line's time when there are several sources to merge)."""
     progress = progress if progress is not None else ReadProgress()
     progress.total = sum(s.size for s in sources)
     progress.sources = len(sources)
@@ -239,6 +241,8 @@ def read_history(sources: list[SourceInfo], matcher: Matcher, on_source: Callabl
     parallel = n_jobs > 1 and progress.total >= PARALLEL_MIN_BYTES and (
         len(sources) > 1 or progress.total >= 2 * RANGE_BYTES)
     tasks = _plan(sources, n_jobs if parallel else 1)
+    if index and len(sources) == 1:
+        index = "lines"  # one source is merged with nothing: its index needs no times
 
     def out(h: SourceHistory) -> None:
         progress.finished_sources += 1

@@ -247,6 +247,16 @@ class JobState:
         out.sort(key=lambda f: f.sort_key())
         return out
 
+    def ranks(self) -> list[int]:
+        """Every rank the job shows: its sources' lines and the launcher's failure reports. The
+        one count every face (scan's report, --json, the watch header) gives."""
+        out: set[int] = set()
+        for s in self.sources():
+            out.update(s.ranks)
+        for rs in self.ranks_by_attempt().values():
+            out.update(rs)
+        return sorted(out)
+
     def ranks_by_attempt(self) -> dict[int, set[int]]:
         self.resolve()
         out: dict[int, set[int]] = {}

@@ -47,6 +47,7 @@ class ScanResult:
         return {
             "schema": SCHEMA,
             "sources": [s.to_json() for s in self.job.sources()],
+            "ranks": self.job.ranks(),
             "versions": self.job.versions(),
             "findings": [f.to_json() for f in self.findings],
             "incidents": [i.to_json() for i in self.incidents],

@@ -276,10 +276,21 @@ class Engine:
     def _close_quiet(self, now: float) -> list[Any]:
         """Tracebacks whose stream went quiet are complete: close them."""
         for sid, p in self.processors.items():
-            if p.blocks and now - self._last_feed.get(sid, now) >= QUIET_CLOSE_S:
+            if p.blocks and now - self._last_feed.get(sid, now) >= QUIET_CLOSE_S and not self._waiting(p):
                 p.close()
                 self._dirty.add(sid)
         return self._take_new()
+
+    @staticmethod
+    def _waiting(p: SourceProcessor) -> bool:
+        """The file holds bytes the processor has not had yet (the follower is behind): its
+        stream is not quiet, whatever the clock says."""
+        if p.info.kind == "exec":
+            return False
+        try:
+            return os.stat(p.info.path).st_size > p.bytes_read
+        except OSError:
+            return False
 
     def unread_bytes(self) -> int:
         """Bytes of the followed files not parsed yet (run through ``call``): 0 once the
@@ -493,8 +504,8 @@ class Engine:
                     events.extend(evs)
                     pending_triage = True
                 closed = await loop.run_in_executor(self._pool, self._close_quiet, now)
-                if closed:
-                    events.extend(closed)
+                events.extend(closed)
+                if closed or self._dirty:  # a closed report can change the job without a new finding key
                     pending_triage = True
                 if now - last_stall >= STALL_CHECK_S:
                     last_stall = now

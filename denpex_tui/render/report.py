@@ -202,7 +202,7 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
 
 def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measure: bool = True) -> None:
     srcs = result.job.sources()
-    ranks = sorted({r for s in srcs for r in s.ranks})
+    ranks = result.job.ranks()
     nodes = sorted({s.node for s in srcs if s.node})
     lines = sum(s.lines for s in srcs)
     head = Text("denpex scan: ", style="bold")

@@ -130,11 +130,16 @@ def _door_tags(data: bytes, starts: np.ndarray, which, tags: np.ndarray, src) ->
 
 
 def chunk_lines(offset: int, data: bytes, *, console: bool, year_hint: int | None = None,
-                src=None) -> ChunkLines:
+                src=None, times: bool = True) -> ChunkLines:
+    """``times=False``: a job of one source is merged with nothing: its lines need no time."""
     starts = line_starts(data)
-    ct = chunk_times(data, starts, year_hint)
+    if times:
+        ct = chunk_times(data, starts, year_hint)
+        epoch, hint = ct.epoch, ct.year_hint
+    else:
+        epoch, hint = np.full(len(starts), np.nan), year_hint
     tags = console_tags(data, starts, src) if console else None
-    return ChunkLines(offset, starts, ct.epoch, tags, ct.year_hint)
+    return ChunkLines(offset, starts, epoch, tags, hint)
 
 
 # The launcher labels at line starts, found in C over a whole chunk (which streams spoke: the

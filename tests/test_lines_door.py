@@ -1,0 +1,156 @@
+"""The one door for line facts: the per-line rules and their whole-chunk fast paths give the same
+answer on every line of every fixture and on generated lines; the reader's offsets are exact
+whatever the chunk size; and the facts a line gets are the same in the pipeline and in the view."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from denpex_tui.core.lines import reader, times
+from denpex_tui.core.lines.chunk import console_tags, line_starts, tag_of
+from denpex_tui.core.lines.facts import line_facts, parse_line
+from denpex_tui.core.lines.times import chunk_times, line_time
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def _logs():
+    for p in sorted(FIX.rglob("*")):
+        if p.is_file() and p.name != "truth.json" and p.suffix in (".log", ".txt", ".out", ".err", ".json"):
+            data = p.read_bytes()
+            if data and b"\0" not in data[:4096]:
+                yield p, data if data.endswith(b"\n") else data + b"\n"
+
+
+def _per_line_times(data: bytes, starts, hint):
+    out = np.full(len(starts), np.nan)
+    for i, s in enumerate(starts.tolist()):
+        e = int(starts[i + 1]) if i + 1 < len(starts) else len(data)
+        stamp = line_time(data[s:min(e, s + times.HEAD + 40)], hint)
+        if stamp is not None:
+            out[i] = stamp.epoch
+            if stamp.full_date:
+                hint = stamp.dt.year
+    return out
+
+
+def test_the_time_rule_in_numpy_is_the_per_line_rule_on_every_fixture_line(monkeypatch):
+    monkeypatch.setattr(times, "VECTOR_MIN_BYTES", 0)
+    n = 0
+    for p, data in _logs():
+        starts = line_starts(data)
+        if len(starts) < 64:
+            data = data * (64 // len(starts) + 1)  # the numpy path starts at 64 lines
+            starts = line_starts(data)
+        fast = chunk_times(data, starts, 2026).epoch
+        slow = _per_line_times(data, starts, 2026)
+        same = (np.isnan(fast) & np.isnan(slow)) | (fast == slow)
+        assert same.all(), (p, [data[int(starts[i]):int(starts[i]) + 120] for i in np.flatnonzero(~same)[:3]])
+        n += len(starts)
+    assert n > 10_000
+
+
+_STAMPS = st.sampled_from([
+    "2026-11-29 17:40:16,343", "2026-11-29T17:40:16.343Z", "2026-11-29_17:40:16", "[2026-11-29 17:40:16.123456789]",
+    "2026-11-29 17:40:16+05:30", "2026-11-29 17:40:16-0700", "E1129 17:40:18.662000", "[W1129 17:40:18.5]",
+    "01/02/2024 00:20:14", "2026-13-29 17:40:16", "2026-02-30 10:00:00", "0001-01-01 00:00:00", "25:61:61",
+    "2026-11-29 17:40", "I0229 10:00:00", "x1129 17:40:18", "17:40:16",
+])
+_BITS = st.sampled_from(["[default3]:", "[rank2]: ", "  5: ", "node-1:185:1027 [7] ", "INFO ", " ", "ab", "é", "\t"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.one_of(_STAMPS, _BITS), max_size=6).map("".join), min_size=64, max_size=90),
+       st.sampled_from([None, 2024, 2026]))
+def test_the_time_rule_in_numpy_is_the_per_line_rule_on_generated_lines(lines, hint):
+    data = ("\n".join(lines) + "\n").encode()
+    starts = line_starts(data)
+    old = times.VECTOR_MIN_BYTES
+    times.VECTOR_MIN_BYTES = 0
+    try:
+        fast = chunk_times(data, starts, hint)
+    finally:
+        times.VECTOR_MIN_BYTES = old
+    slow = _per_line_times(data, starts, hint)
+    assert ((np.isnan(fast.epoch) & np.isnan(slow)) | (fast.epoch == slow)).all()
+
+
+def test_console_tags_are_the_doors_ranks_on_every_fixture_line():
+    n = 0
+    for p, data in _logs():
+        starts = line_starts(data)
+        fast = console_tags(data, starts)
+        for i, s in enumerate(starts.tolist()):
+            e = data.find(b"\n", s)
+            assert fast[i] == tag_of(*line_facts(data[s:min(e, s + 512)]).ranks()), (p, data[s:e][:120])
+        n += len(starts)
+    assert n > 10_000
+
+
+def test_go_zero_time_and_impossible_dates_are_no_time():
+    """Issue 19 (5): a sidecar's ``time="0001-01-01 00:00:00 +0000 UTC"`` is not a moment."""
+    assert parse_line('time="0001-01-01 00:00:00 +0000 UTC" level=info msg="starting"').time is None
+    assert parse_line("[0001-01-01 00:00:00] worker up").time is None
+    assert parse_line("2026-02-30 10:00:00 x").time is None
+    t = parse_line("[0001-01-01 00:00:00] then 2026-11-29 17:40:16,343 INFO x")
+    assert t.time is not None and t.time.year == 2026  # the next candidate in the head
+
+
+def test_an_nccl_prefix_time_is_the_lines_time_in_the_pipeline_and_the_view():
+    raw = b"[2025-03-04 10:11:12.123] node-1:185:1027 [7] NCCL WARN Call to bind failed : Address already in use"
+    f = line_facts(raw)
+    assert f.time is not None and f.time.microsecond == 123000
+    assert parse_line(raw.decode()).epoch == f.epoch  # the view reads the text, the pipeline the bytes
+
+
+def test_a_launcher_line_through_a_task_label_has_no_rank_anywhere():
+    """srun relays slurmstepd's and its own lines through task 0's label: they are the
+    launcher's, not rank 0's (the pipeline said None and the view said 0)."""
+    line = "  0: srun: error: gpu-node-3: task 5: Exited with exit code 1"
+    assert parse_line(line).ranks() == (None, None)
+    data = (line + "\n").encode()
+    assert console_tags(data, line_starts(data))[0] == 0
+
+
+def test_reader_offsets_are_exact_and_ranges_join_to_the_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(reader, "MAX_LINE", 1000)
+    rnd = random.Random(7)
+    for trial in range(120):
+        lines = [bytes(rnd.choice(b"ab ") for _ in range(rnd.choice([0, 5, 999, 1000, 1001, 2500])))
+                 for _ in range(rnd.randint(1, 40))]
+        data = b"\n".join(lines) + (b"\n" if rnd.random() < 0.5 else b"")
+        p = tmp_path / f"t{trial}.log"
+        p.write_bytes(data)
+        want, pos = [], 0
+        while pos < len(data):
+            nl = data.find(b"\n", pos)
+            nl = len(data) if nl < 0 else nl
+            want.append((pos, data[pos:nl][:1000]))
+            pos = nl + 1
+        for chunk in (7, 300, 1 << 20):
+            got = []
+            for off, d in reader.read_chunks(str(p), chunk=chunk):
+                q = 0
+                for ln in d.split(b"\n")[:-1]:
+                    got.append((off + q, ln))
+                    q += len(ln) + 1
+            assert got == want
+        if not data:
+            continue
+        cuts = sorted({c for c in (reader.line_start_after(str(p), rnd.randrange(1, len(data) + 1))
+                                   for _ in range(3)) if c})
+        bounds = [0, *[c for c in cuts if c > 0]]
+        joined = []
+        for a, b in zip(bounds, bounds[1:] + [None]):
+            for off, d in reader.read_chunks(str(p), start=a, end=b):
+                q = 0
+                for ln in d.split(b"\n")[:-1]:
+                    joined.append((off + q, ln))
+                    q += len(ln) + 1
+        assert joined == want, (bounds, os.path.getsize(p))
