@@ -29,6 +29,7 @@ from .ranks import rank_ranges
 from .roles import (EPISODE, EPISODE_LINES, MAX_HYPOTHESES, SAME_CAUSE_WINDOW, Order, effective_role,
                     explained_by_report, hyp, names_a_stall, phase_label, related, rkey, tier)
 from .vanished import silent_collateral, vanished_incident
+from .victims import slow_cause
 from .where import refine as where_refine
 
 __all__ = ["Attempt", "attempt_incident"]
@@ -349,8 +350,14 @@ def step5_all_collateral(a: Attempt) -> Incident | None:
         inc = hang_incident(a.attempt, coll or a.errs, a.ranks_seen, a.lasts, a.fentries, a.catalog, a.stalls, a.job,
                             a.ctx)
         inc.hypotheses = a.hypotheses + inc.hypotheses
-        return inc
+        return step6_victims(a, inc)
     return launcher_incident(a.attempt, a.ctx or a.errs, a.fentries, a.catalog, a.job)
+
+
+def step6_victims(a: Attempt, inc: Incident) -> Incident:
+    """A hang told apart (:mod:`.victims`): the ranks that timed out waiting are victims; a rank
+    inside a checkpoint save, or a save under way when their collective started, is the cause."""
+    return slow_cause(a, inc)
 
 
 def step5_vanished(a: Attempt) -> Incident | None:
