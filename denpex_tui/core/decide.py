@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import Catalog
-from .hang import agent_terminated, external_stop_incident, hang_incident, launcher_incident
+from .hang import EXTERNAL_STOPS, agent_terminated, external_stop_incident, hang_incident, launcher_incident
 from .job import JobState
 from .model import FailureEntry, Finding, Incident, LastLine, StopMark, iso
 from .ranks import rank_entry as _entry
@@ -30,6 +30,7 @@ from .roles import (EPISODE, EPISODE_LINES, MAX_HYPOTHESES, SAME_CAUSE_WINDOW, O
                     explained_by_report, hyp, names_a_stall, phase_label, related, rkey, tier)
 from .vanished import silent_collateral, vanished_incident
 from .victims import slow_cause
+from .shape import alike_evidence, odd_rank
 from .where import refine as where_refine
 
 __all__ = ["Attempt", "attempt_incident"]
@@ -90,8 +91,24 @@ def step1_roles(a: Attempt) -> None:
         for b in r[2]:
             a.blamed.setdefault(b, f)
     explained_by_report(a.errs, a.roles, a.order)
+    step1_shape(a)
     for f in a.errs:
         a.by_rank.setdefault(rkey(f), []).append(f)
+
+
+def step1_shape(a: Attempt) -> None:
+    """What every rank's report says together (:mod:`.shape`): the rank whose collective
+    fingerprint differs from the majority's is the one at fault; the others' reports are
+    collateral."""
+    odd = odd_rank([f for f in a.errs if f.rank is not None])
+    if odd is None:
+        return
+    r, why = odd
+    for f in a.errs:
+        if f.rank is not None and f.rank != r and a.roles[id(f)][0] == "initiating":
+            a.roles[id(f)] = ("collateral", f"its report pairs it with rank {r}, whose collective differs from the "
+                              "majority's", [r])
+    a.evidence.append(why)
 
 
 # -- 2 ------------------------------------------------------------------------------------------
@@ -137,7 +154,10 @@ def step3_first(a: Attempt, init: Finding) -> tuple[Finding, str]:
     """The earliest rank's representative, with its rank where the file or the launcher gives
     it, and the confidence its rank and time allow."""
     confidence = "high"
-    if init.rank is None:
+    if init.rank is None and init.signature in EXTERNAL_STOPS:
+        a.evidence.append("the job was stopped from outside (the scheduler, a person): no rank of it did this, and "
+                          "no rank's failure comes before it")
+    elif init.rank is None:
         failed = {fe.rank for fe in a.fentries if fe.rank is not None and fe.rank >= 0
                   and fe.exitcode not in (None, 0, -15)}
         failed |= {f.rank for f in a.ctx if f.rank is not None and _exitcode(f) not in (0, -15)}
@@ -152,6 +172,14 @@ def step3_first(a: Attempt, init: Finding) -> tuple[Finding, str]:
             init.rank = next(iter(failed))
             a.evidence.append(f"the line carries no rank; the launcher's failure report names rank {init.rank} "
                               "as the one worker that failed")
+        elif len(a.blamed) == 1:
+            # a wrapper's report names the one worker that failed (Ray Train's 'Worker 0 has failed.',
+            # DCP's ranks:dict_keys([2])); the rankless failure is that worker's
+            init = _entry(init, [init])
+            init.rank = next(iter(a.blamed))
+            b = a.blamed[init.rank]
+            a.evidence.append(f"the line carries no rank; '{b.text[:120]}' names rank {init.rank} as the one worker "
+                              "that failed: the wrapper re-raises that worker's failure")
         else:
             confidence = "medium"
             a.evidence.append("the initiating line carries no rank, and its file name does not give one")
@@ -274,6 +302,9 @@ def _initiating_incident(a: Attempt, reps, demoted: list[Finding]) -> Incident:
     _, rep, init_first, _ = reps[0]
     init, confidence = step3_first(a, rep)
     init = step3_where(a, init)
+    alike = alike_evidence(init) if init.signature not in EXTERNAL_STOPS else None
+    if alike:
+        a.evidence.append(alike)
     same, _rivals, confidence = step4_same_cause(a, init, init_first, reps, confidence)
     exclude = {rkey(rep), rkey(init)} | {rkey(s) for s in same}  # the rank as found, and as given
     collateral = []
@@ -282,9 +313,10 @@ def _initiating_incident(a: Attempt, reps, demoted: list[Finding]) -> Incident:
             continue
         coll = [f for f in lst if a.roles[id(f)][0] == "collateral"] or lst
         collateral.append(_entry(coll[0], lst))
-    if init.rank in a.blamed:
+    if init.rank in a.blamed and not any("names rank" in e for e in a.evidence):
         b = a.blamed[init.rank]
-        a.evidence.append(f"rank {b.rank}'s monitored barrier names rank {init.rank} as the rank that failed to arrive")
+        by = f"rank {b.rank}'s" if b.rank is not None else "a"
+        a.evidence.append(f"{by} report names rank {init.rank} as the rank that failed ('{b.text[:120]}')")
     if collateral:
         by_sig: dict[str, list] = {}
         for c in collateral:

@@ -205,6 +205,9 @@ _FATAL: tuple[tuple[re.Pattern[str], str, str], ...] = (
                 r"|(?:^|\]|\||%)\s?\[\d{1,4}\] *[+-]? +(?:\d{1,9} +)?(?P<desc4>[Kk]illed) "), "proc.killed", "shell"),
     (re.compile(r"^\S*\b(?:ba|z|k|da)?sh(?:: line \d{1,7})?: +(?:\d{1,9} +)?(?P<desc>[Ss]egmentation fault|[Aa]borted|"
                 r"[Bb]us error|[Ff]loating point exception|[Ii]llegal instruction)"), "proc.fatal-signal", "shell"),
+    # Ray: the raylet (or a re-raised ActorDiedError) saw a worker process end without an error of
+    # its own: its connection closed (EOF). Killed (Ray lists SIGKILL by the OOM killer first) or crashed.
+    (re.compile(r"Worker unexpectedly exits with a connection error code 2\b"), "proc.killed", "ray"),
     (re.compile(r"\bterminate called after throwing an instance of '(?P<exc_type>[^']{1,200})'"), "proc.assert-failed", "libstdc++"),
     (re.compile(r"\bterminate called (?:recursively|without an active exception)"), "proc.assert-failed", "libstdc++"),
     (re.compile(r"Assertion [`'](?P<expr>.{1,400}?)' failed\.?"), "proc.assert-failed", "assert"),
@@ -218,6 +221,7 @@ _FATAL_LITERALS = (
     (" received", False),
     ("(core dumped)", False),
     ("terminate called ", False),
+    ("connection error code 2", False),
     ("' failed", False),
     ("killed", True),  # "Killed", zsh's "killed"
     ("sh: ", False),

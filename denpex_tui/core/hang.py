@@ -30,15 +30,17 @@ from .timedout import reported_timeout as _reported_timeout
 from .timedout import timed_out_together
 from .timedout import timeout_report as _timeout_report
 
-__all__ = ["hang_incident", "launcher_incident", "agent_terminated", "external_stop_incident", "exit_meaning",
+__all__ = ["hang_incident", "launcher_incident", "agent_terminated", "external_stop_incident", "exit_meaning", "EXTERNAL_STOPS",
            "apply_dump_evidence"]
 
 # The launcher itself told to stop from outside (scheduler cancel or time limit, a person).
 _EXTERNAL_STOP = {"torchelastic.death-signal"}
+# Job-level stops from outside: no rank of the job did them.
+EXTERNAL_STOPS = frozenset(_EXTERNAL_STOP | {"slurm.job-cancelled-limit"})
 
 _D2 = re.compile(r"work sequence id: (\d+).*?last enqueued work: (\d+), last completed work: (\d+)")
 _LAUNCHER_PREFIXES = ("mpirun.", "horovod.process-", "colossalai.launch")
-_TIMEOUT_KIND = re.compile(r"timeout|stuck|heartbeat|stalled|section|hang")
+_TIMEOUT_KIND = re.compile(r"timeout|stuck|heartbeat|stalled|section|hang|dump-signal")
 _LAUNCHER_IDS = (
     "torchelastic.child-process-failed", "torchelastic.worker-signaled", "deepspeed.launcher-exit-code",
     "slurm.task-signaled", "slurm.task-exit-code", "pdsh.remote-exit", "torchelastic.child-failed",

@@ -25,9 +25,9 @@ from .ranks import rank_entry as _entry
 from .ranks import rank_ranges
 from .rankroles import named
 
-__all__ = ["reported_timeout", "timed_out_together", "timeout_report"]
+__all__ = ["reported_timeout", "timed_out_together", "timeout_report", "as_timeout"]
 
-_TIMEOUT_KIND = re.compile(r"timeout|stuck|heartbeat|stalled|section|hang")
+_TIMEOUT_KIND = re.compile(r"timeout|stuck|heartbeat|stalled|section|hang|dump-signal")
 
 
 def _ts(t) -> float | None:
@@ -64,7 +64,7 @@ def reported_timeout(attempt, coll: list[Finding], catalog: Catalog) -> Incident
         return None
     reps.sort(key=lambda x: x[:3])
     _, _, _, rank, ex, f = reps[0]
-    own = [x for x in coll if x.rank == rank and _TIMEOUT_KIND.search(x.signature)]
+    own = [x for x in coll if x.rank == rank and "timeout" in x.signature]
     src = own[0] if own else f
     sig = catalog.get("dist.collective-timeout")
     init = _entry(src, [src])
@@ -90,6 +90,19 @@ def reported_timeout(attempt, coll: list[Finding], catalog: Catalog) -> Incident
     return Incident(attempt, init, collateral, [], None, "low", evidence, summary)
 
 
+def as_timeout(f: Finding, catalog: Catalog) -> Finding:
+    """A report of a timeout that is not the timeout line itself (a Flight Recorder dump signal 'due
+    to a collective timeout') presented as the collective timeout it reports."""
+    if "timeout" in f.signature:
+        return f
+    sig = catalog.get("dist.collective-timeout")
+    f.fields = {**f.fields, "seen_as": f.signature}
+    f.signature = "dist.collective-timeout"
+    f.title = sig.title if sig else "Collective timed out"
+    f.phase, f.family = (sig.phase, sig.family) if sig else ("any", "dist")
+    return f
+
+
 def timed_out_together(attempt, coll: list[Finding], lasts: dict[int, LastLine], catalog: Catalog) -> Incident | None:
     """Every rank here timed out, none is missing or behind, and no report names a detector: the
     earliest timeout report is the initiating finding ("no rank failed before it"), every rank
@@ -99,13 +112,8 @@ def timed_out_together(attempt, coll: list[Finding], lasts: dict[int, LastLine],
         return None
     first = min(waited, key=lambda f: (_ts(f.time) if f.time else float("inf"), f.source_order, f.text_line))
     src = timeout_report([x for x in coll if x.rank == first.rank]) or first
-    init = _entry(src, [x for x in coll if x.rank == first.rank])
+    init = as_timeout(_entry(src, [x for x in coll if x.rank == first.rank]), catalog)
     init.role = "initiating"
-    if "timeout" not in init.signature:
-        sig = catalog.get("dist.collective-timeout")
-        init.signature = "dist.collective-timeout"
-        init.title = sig.title if sig else "Collective timed out"
-        init.phase, init.family = (sig.phase, sig.family) if sig else ("any", "dist")
     ranks = sorted({f.rank for f in waited})
     evidence = [
         f"ranks {rank_ranges(ranks)} all timed out waiting in a collective and no rank failed before: the rank "
