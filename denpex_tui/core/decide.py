@@ -31,6 +31,7 @@ from .roles import (EPISODE, EPISODE_LINES, MAX_HYPOTHESES, SAME_CAUSE_WINDOW, O
 from .vanished import silent_collateral, vanished_incident
 from .victims import slow_cause
 from .shape import alike_evidence, odd_rank
+from .leakhint import leak_question
 from .where import refine as where_refine
 
 __all__ = ["Attempt", "attempt_incident"]
@@ -298,6 +299,19 @@ def step3_where(a: Attempt, init: Finding) -> Finding:
     return init
 
 
+def step3_measure(a: Attempt, init: Finding) -> None:
+    """An ENOSPC in a checkpoint save: which measurement tells a full disk from deleted checkpoints
+    still held open (the FastFileWriter fd leak), with the commands (:mod:`.leakhint`)."""
+    from .fixes import incident_values
+
+    vals = incident_values(init, a.job)
+    ckpt = str(vals.get("ckpt_dir") or "")
+    q = leak_question(init, a.job.versions(), vals.get("dir") or (ckpt if "/" in ckpt and ckpt[0] not in "[(" else None))
+    if q is not None:
+        a.evidence.append(q[0])
+        a.hypotheses.append(q[1])
+
+
 def _initiating_incident(a: Attempt, reps, demoted: list[Finding]) -> Incident:
     _, rep, init_first, _ = reps[0]
     init, confidence = step3_first(a, rep)
@@ -305,6 +319,7 @@ def _initiating_incident(a: Attempt, reps, demoted: list[Finding]) -> Incident:
     alike = alike_evidence(init) if init.signature not in EXTERNAL_STOPS else None
     if alike:
         a.evidence.append(alike)
+    step3_measure(a, init)
     same, _rivals, confidence = step4_same_cause(a, init, init_first, reps, confidence)
     exclude = {rkey(rep), rkey(init)} | {rkey(s) for s in same}  # the rank as found, and as given
     collateral = []
