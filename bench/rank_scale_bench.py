@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import resource
 import subprocess
 import sys

@@ -108,15 +108,15 @@ def cmd_footprint(args, _cfg) -> int:
 # -- verify -------------------------------------------------------------------------------
 
 
-def scan_logs(paths, sig_dirs=None):
+def scan_logs(paths, sig_dirs=None, confine=None):
     from denpex_tui.core.scan import scan_paths
 
     try:
-        res = scan_paths(list(paths), signature_dirs=sig_dirs)
+        res = scan_paths(list(paths), signature_dirs=sig_dirs, confine=confine)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     if res.readable_sources == 0:
-        raise InputError("nothing could be read in " + ", ".join(paths))
+        raise InputError(res.nothing_read(list(paths)))
     return res
 
 
@@ -151,9 +151,15 @@ def cmd_verify(args, cfg) -> int:
         if args.from_:
             from denpex_tui.core.evidence import is_bundle, read_bundle
 
-            if is_bundle(args.from_):
+            if is_bundle(args.from_, strict=True):
                 b = read_bundle(args.from_)
-                base = Baseline.from_json(b["verify_baseline"], args.from_)
+                if b.get("verify_baseline") is None:  # the bundle of a hang or of a clean run
+                    if not (sigs and args.step is not None):
+                        raise InputError(f"{args.from_}: the bundle records no failure to verify against "
+                                         "(a hang or a clean run): name the SIGNATURE and give --step N")
+                    base = Baseline(sigs, args.step, source=args.from_)
+                else:
+                    base = Baseline.from_json(b["verify_baseline"], args.from_)
                 if sigs:
                     base.signatures = sigs
             else:
@@ -167,7 +173,7 @@ def cmd_verify(args, cfg) -> int:
         else:
             raise InputError("verify needs the failing run to compare with: --from BUNDLE (or the failing run's "
                              "logs) or --step N")
-    except VerifyError as exc:
+    except (VerifyError, ValueError) as exc:  # SchemaError, UntrustedError: a bad bundle is one line
         raise InputError(str(exc)) from None
     res = verify(scan_logs(paths, sig_dirs), base)
     if args.json:
@@ -308,7 +314,11 @@ def add_parsers(sub) -> None:
     e = sub.add_parser("evidence", help="write an evidence bundle (excerpts, diagnosis, probe snapshot) before restarting")
     e.add_argument("paths", nargs="+", metavar="PATH", help="the job's logs (files, directories, globs)")
     e.add_argument("-o", "--output", required=True, metavar="OUT", help="a new folder, or OUT.tar.gz")
-    e.add_argument("--with-env", action="store_true", help="also run nvidia-smi and python -m torch.utils.collect_env")
+    e.add_argument("--with-env", action="store_true",
+                   help="also run nvidia-smi and python -I -m torch.utils.collect_env (isolated), and keep the "
+                        "allowed environment variables")
+    e.add_argument("--python", metavar="PY", help="with --with-env: the training environment's interpreter "
+                                                   "(default: the one running denpex)")
     e.add_argument("--signatures", action="append", metavar="DIR", help="extra signature pack")
     from denpex_tui.evidence_cli import cmd_evidence
 

@@ -144,7 +144,14 @@ def cmd_scan(args, cfg) -> int:
     _check_since(args.since)
     from denpex_tui.core.evidence import is_bundle  # an evidence bundle: its stored diagnosis
 
-    if len(paths) == 1 and is_bundle(paths[0]):
+    try:
+        bundle = len(paths) == 1 and is_bundle(paths[0], strict=True)
+    except ValueError as exc:  # a bundle's document is untrusted: too big or too deep is refused
+        if not os.path.isdir(paths[0]):
+            raise UsageError(str(exc)) from None
+        _err(f"warning: {exc}: the folder is scanned as logs")
+        bundle = False
+    if bundle:
         from denpex_tui.checklist_cli import scan_bundle
 
         return scan_bundle(paths[0], args)
@@ -160,11 +167,11 @@ def cmd_scan(args, cfg) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if result.readable_sources == 0:  # one line: what stopped it (the warnings say the same)
+        _err(result.nothing_read(paths))
+        return EXIT_ERROR
     for w in result.warnings:
         _err("warning: " + w)
-    if result.readable_sources == 0:
-        _err("nothing could be read in " + ", ".join(paths))
-        return EXIT_ERROR
     from denpex_tui.checklist_cli import scan_extras  # --control and the failure's rhythm
 
     extras = scan_extras(result, args)
@@ -336,6 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-stat-rate", type=float, default=500.0, metavar="N",
                    help="with --follow: cap on stat/open calls per second while polling (protects a Lustre "
                         "MDS; 1024 files need ~2000 for ~1 s latency without inotify); default 500")
+    s.add_argument("--max-files", type=int, default=10000, metavar="N",
+                   help="with --follow: files followed at most (default 10000); deleted files in their grace period do not "
+                        "count, a newer attempt's files replace an older attempt's, the rest are counted and named")
     s.add_argument("--demo", action="store_true", help="scan the built-in demo job")
     s.add_argument("--io-timeout", type=float, default=60.0, metavar="S",
                    help="give up on a read or a directory listing that does not answer in S seconds (hung mount); default 60")
@@ -367,7 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
         from denpex_tui.probes import cli as probe_cli
 
         probe_cli.add_parser(sub)
-        sub.choices["probe"].set_defaults(func=lambda a, _cfg: probe_cli.run(a))
+        # detached like scan: a path the logs name may be on a dead mount, and a thread stuck
+        # there in D state would keep the process (and the user's shell) from exiting on SIGTERM
+        sub.choices["probe"].set_defaults(func=lambda a, _cfg: probe_cli.run(a), detach=True)
     except ImportError:  # pragma: no cover - probes not built in this tree
         pass
     try:  # checkpoints, footprint, verify, evidence: the checklist items as commands
@@ -394,8 +406,35 @@ def _detached(fn) -> int:
     hands its exit code back through a pipe, so this process exits at once and the child, if a
     mount holds it, finishes on its own (reaped by init)."""
     r, w = os.pipe()
+    # The handlers are in place before the fork, with SIGTERM/SIGHUP held until the parent knows
+    # the child's pid: a signal in the first instant kills the work too (it used to leave the
+    # child and its pool workers reading on, and printing later).
+    held = (signal.SIGTERM, signal.SIGHUP)
+    child: dict[str, int] = {}
+
+    def _end(sig, _frame) -> None:
+        # `denpex scan SLOWDIR & kill -TERM $!`: the work dies with us; it must not print its
+        # report to the shell later (SIGKILL: it may be blocked on a dead mount; its pool
+        # workers die with it, core/scan.py _die_with_parent)
+        pid = child.get("pid")
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, os.WNOHANG)
+            except OSError:
+                pass
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
+
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    for sig in held:
+        signal.signal(sig, _end)
     pid = os.fork()
     if pid == 0:  # child: do the work
+        for sig in held:
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         os.close(r)
         code = EXIT_ERROR
         try:
@@ -414,21 +453,9 @@ def _detached(fn) -> int:
                     except OSError:
                         pass
                 os._exit(int(code))
+    child["pid"] = pid
+    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)  # a held signal is handled now
     os.close(w)
-
-    def _end(sig, _frame) -> None:
-        # `denpex scan SLOWDIR & kill -TERM $!`: the work dies with us; it must not print its
-        # report to the shell later (SIGKILL: it may be blocked on a dead mount)
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, os.WNOHANG)
-        except OSError:
-            pass
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _end)
     got = b""
     while True:
         try:
@@ -507,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg, warnings = load_config()
         for w in warnings:
             _err(w)
-        if args.func is cmd_scan and not args.follow and hasattr(os, "fork"):
+        if (getattr(args, "detach", False) or (args.func is cmd_scan and not args.follow)) and hasattr(os, "fork"):
             return _detached(lambda: _guarded(lambda: int(args.func(args, cfg))))
         return int(args.func(args, cfg))
     except UsageError as exc:

@@ -6,6 +6,9 @@ while a file is being read): real hangs from the kernel, after real data.
 /rank3.log   a real CUDA OOM line, then step lines to 8 MiB + 64 KiB (more than one read
              of the scan); apparent size 16 MiB; reads past that block until the
              filesystem is unmounted
+/dead/...    any lookup under it (stat, open, statvfs of a path there) never answers until
+             unmounted: a dead mount named by a log line (not listed, so listing the mount
+             does not hang)
 """
 
 import errno
@@ -40,6 +43,9 @@ DATA = _data()
 
 class Stalling(fuse.Operations):
     def getattr(self, path, fh=None):
+        if path == "/dead" or path.startswith("/dead/"):
+            STOP.wait()
+            raise fuse.FuseOSError(errno.EIO)
         if path == "/":
             return {"st_mode": stat.S_IFDIR | 0o755, "st_nlink": 2, "st_ctime": NOW, "st_mtime": NOW, "st_atime": NOW}
         if path == "/rank3.log":

@@ -30,6 +30,10 @@ def test_demo_rank_5_fills_the_demos_own_disk_and_first_errors_are_each_ranks_ow
             panel = panel()
             assert "✖ likely    blocks exhausted: only 0 B (0.00 %) free" in panel
             assert f"on {DEMO_MOUNT} (demo)" in panel  # labelled: never the real disk's reading
+            assert "cannot stat" not in panel  # the simulated disk is no mount point for du to walk
+            # one full filesystem is one critical gauge, however many watched paths are on it
+            assert await until(pilot, lambda: "critical" in app._gauge_alert)
+            assert app._gauge_alert == "✖ 1 filesystem critical (5: gauges)"
             gauges = "\n".join(widget_text(app.query_one(Gauges)))
             assert DEMO_MOUNT in gauges and "100% FULL" in gauges
             # rank 5's first error: its own ERROR line, exact; the others after their last line

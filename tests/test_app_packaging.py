@@ -16,6 +16,20 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.timeout(240)
+def test_every_install_line_of_the_readme_installs_this_distribution():
+    """'pipx install denpex' installed PyPI's unrelated 'denpex': every install line names a
+    checkout or a wheel of denpex-tui, never the bare name."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    lines = [ln for ln in readme.splitlines() if re.search(r"\b(?:pipx|pip|uv tool) install\b", ln)]
+    assert lines
+    for ln in lines:
+        for m in re.finditer(r"\b(?:pipx|pip|uv tool) install(?: -[-\w]+)* ('?[^\s']+'?)", ln):
+            spec = m.group(1).strip("'`")
+            assert spec.startswith((".", "dist/")) or (spec == "denpex" and "unrelated program" in ln), ln
+
+
 def test_built_wheel_contains_the_themes_and_the_stylesheet(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
@@ -29,8 +43,14 @@ def test_built_wheel_contains_the_themes_and_the_stylesheet(tmp_path):
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "-w", str(out), "--no-deps", "-q"],
                        capture_output=True, text=True, timeout=220)
     assert r.returncode == 0, r.stderr[-2000:]
-    [whl] = out.glob("denpex-*.whl")
-    names = set(zipfile.ZipFile(whl).namelist())
+    # the distribution's own name: PyPI's 'denpex' is another program (issue 20)
+    [whl] = out.glob("denpex_tui-*.whl")
+    zf = zipfile.ZipFile(whl)
+    names = set(zf.namelist())
+    meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "\nName: denpex-tui\n" in meta
+    eps = zf.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    assert "denpex = denpex_tui.cli:main" in eps and "denpex-tui = denpex_tui.cli:main" in eps
     themes = {p.name for p in (ROOT / "themes").glob("*.toml")}
     assert len(themes) >= 3
     for t in themes:

@@ -232,9 +232,31 @@ def test_mouse_selection_of_a_traceback_opens_its_explanation(failed_root):
             [ready] = unique(messages, ExplainReady)
             assert ready.explanation.finding.signature == "torch.save-write-failed"
             assert log.buf.line(ready.anchor).line == f.extra["tb_end_line"]
-            # ctrl+c still copies the selected text itself (Textual's own binding)
+            # ctrl+c copies the selected text itself, and says that ctrl+c again quits
             selected = app.screen.get_selected_text()
             assert selected and "Traceback" in selected
+            await pilot.press("ctrl+c")
+            assert app.clipboard == selected and app.is_running
+            assert any("ctrl+c again" in n.message for n in app._notifications)
+
+    run(main())
+
+
+def test_ctrl_c_quits_as_q_does(failed_root):
+    """Ctrl-C did nothing in watch (Textual binds it to copying a selection) and said nothing."""
+    async def main():
+        app = make_app(failed_root)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settle(app, pilot, incident=False)
+            await pilot.press("ctrl+c")
+            assert await until(pilot, lambda: not app.is_running, timeout=5)
+        # from the search box too (its own ctrl+c copies)
+        app = make_app(failed_root)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settle(app, pilot, incident=False)
+            await pilot.press("slash", "x")
+            await pilot.press("ctrl+c")
+            assert await until(pilot, lambda: not app.is_running, timeout=5)
 
     run(main())
 

@@ -25,10 +25,13 @@ def test_usage_errors_are_one_line_exit_2():
         assert "Traceback" not in r.stderr
 
 
-def test_nothing_readable_is_exit_2():
+def test_nothing_readable_is_exit_2_and_one_line():
     r = run("scan", "/nonexistent/denpex/logs")
     assert r.returncode == 2
-    assert "no such file" in r.stderr
+    # the README promises one line: not a warning, a 'no log files' and a 'nothing read' (issue 20)
+    assert r.stderr == "denpex: /nonexistent/denpex/logs: no such file or directory\n", r.stderr
+    r = run("scan", "/nonexistent/a", "/nonexistent/b")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "/nonexistent/a" in r.stderr, r.stderr
 
 
 def test_clean_run_exit_0_and_failing_run_exit_1():

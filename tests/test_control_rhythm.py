@@ -33,6 +33,52 @@ def test_normalise_real_lines_of_two_runs():
         normalise("logs/2c472a59-7ca4-495f-b3b3-78f590f62e85_hnhsucct/attempt_0", [])
 
 
+def test_normalise_progress_bars_temp_names_and_logger_headers():
+    """The 'first new line' was a tqdm bar redrawn with \\r, a compiler's temp file, or the
+    same warning under another logger header (issue 20)."""
+    stuck = ("\\x0dWriting model shards:   0%|          | 0/1 [00:00<?, ?it/s]"
+             "\\x0dWriting model shards:   0%|          | 0/1 [00:00<?, ?it/s]")
+    done = ("\\x0dWriting model shards:   0%|          | 0/1 [00:00<?, ?it/s]"
+            "\\x0dWriting model shards: 100%|██████████| 1/1 [00:00<00:00, 169.69it/s]")
+    assert normalise(stuck, []) == normalise(done, []) == "Writing model shards: <progress>"
+    a = "2026-11-29 17:50:37,616 INFO [rank1] compilers.C.base: gcc -c /tmp/tmpwanbvryk/test.c -o /tmp/tmpwanbvryk/test.o"
+    b = "2026-11-30 09:02:11,002 INFO [rank1] compilers.C.base: gcc -c /tmp/tmp_3k9x0qa/test.c -o /tmp/tmp_3k9x0qa/test.o"
+    assert normalise(a, []) == normalise(b, [])
+    assert normalise("cc1: note: /tmp/ccA1b2C3.s written", []) == normalise("cc1: note: /tmp/ccZ9y8X7.s written", [])
+    w1 = "[WARNING|logging.py:340] 2026-12-01 09:48:21,166 >> `loss_type=None` was set in the config but it is unrecognized."
+    w2 = "[transformers] `loss_type=None` was set in the config but it is unrecognized."
+    assert normalise(w1, []) == normalise(w2, [])
+    assert normalise("RuntimeError: basic_ios::clear: iostream error", []) != normalise("step 3/4", [])
+
+
+def test_the_stalled_hf_rank_shows_what_it_waited_for():
+    """With numbers, headers and progress bars normalised, rank 1's one new line is the read it
+    blocked in (it was a transformers warning under another header)."""
+    from helpers import ROOT
+
+    runs_dir = ROOT / "tests" / "fixtures" / "runs"
+    f, c = runs_dir / "hf_trainer_stalled_rank", runs_dir / "hf_clean_run"
+    rep = compare_with_control(scan_paths([str(f)], jobs=1), scan_paths([str(c)], jobs=1), [str(f)], [str(c)])
+    r1 = next(r for r in rep.ranks if r.rank == 1)
+    assert r1.new_lines == 1 and r1.first_new.text == "rank 1: waiting for batch index from next_batch.fifo"
+
+
+def test_a_deepspeed_console_control_is_read_with_its_two_ranks():
+    """A DeepSpeed launcher's console has no rank prefix: the healthy 2-rank control was read as
+    rank 0 only ('ranks differ: ... the control 0') and the killed rank 1 was never compared."""
+    from helpers import ROOT
+
+    runs_dir = ROOT / "tests" / "fixtures" / "runs"
+    f, c = runs_dir / "deepspeed_each_rank_log_kill9", runs_dir / "deepspeed_console_clean"
+    ctl = scan_paths([str(c)], jobs=1)
+    assert sorted({r for s in ctl.job.sources() for r in s.ranks}) == [0, 1]
+    rep = compare_with_control(scan_paths([str(f)], jobs=1), ctl, [str(f)], [str(c)])
+    assert not rep.shape, rep.shape
+    assert [r.rank for r in rep.ranks] == [0, 1]
+    r0 = rep.ranks[0]  # rank 0's first new line is its own traceback, not DeepSpeed's start-up noise
+    assert r0.first_new.text.startswith("[rank0]: Traceback")
+
+
 def test_fd_leak_first_new_line_is_the_lowered_fd_limit(runs):
     rep = _cmp(runs, "fd_leak_emfile", "clean_run")
     assert rep.shape == [] and [r.rank for r in rep.ranks] == [0, 1, 2, 3]

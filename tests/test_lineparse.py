@@ -62,3 +62,13 @@ def test_parsers_never_raise(text):
     assert p.text in text
     parse_time(text, 2026)
     parse_level(text)
+
+
+def test_a_logging_formats_rank_tag_names_the_rank():
+    """A DeepSpeed launcher's console has no rank prefix: the trainer's own format ('[rank1/2]',
+    '[rank1]') is the only thing that names the rank of a clean run's lines (issue 20: a
+    two-rank clean control was read as one rank)."""
+    assert parse_prefix("2026-12-01 21:29:53,247 INFO [rank1/2] ds_train: step 10/60 loss 2.7625").rank == 1
+    assert parse_prefix("2026-11-29 17:50:37,616 INFO [rank3] compilers.C.base: gcc -c /tmp/tmpwanbvryk/t.c").rank == 3
+    assert parse_prefix("[2024-04-09 15:39:37,942] [INFO] [logging.py:96:log_dist] [Rank 0] Saving").rank == 0
+    assert parse_prefix("loss went up at step 3/4 [ranking metric] 0.3").rank is None

@@ -3,7 +3,6 @@ folder the engine follows — ends with the same diagnosis as `scan` over the sa
 (rank, signature, collateral set, path and line of the initiating finding)."""
 
 import asyncio
-import os
 import threading
 import time
 from pathlib import Path

@@ -254,3 +254,44 @@ def test_sigterm_to_watch_restores_the_terminal_and_removes_the_demo_folder(tmp_
         assert not any(os.path.exists(d) for d in demo), "the demo's temporary folder was left behind"
     finally:
         t.close()
+
+
+def _spool_dirs(tmpdir) -> list:
+    return sorted(p for p in tmpdir.iterdir() if p.name.startswith("denpex-view-"))
+
+
+@pytest.mark.parametrize("how", ["q", "SIGTERM", "SIGHUP"])
+def test_watch_exec_spool_is_capped_and_removed(tmp_path, how):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    old = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(tmpdir)  # where watch makes its spool (Pty passes os.environ)
+    try:
+        t = Pty(["--exec-view-max", "1", "--exec", "yes '[rank0]: step 1 | loss 2.0421 | lr 3.000e-04'"])
+    finally:
+        if old is None:
+            os.environ.pop("TMPDIR")
+        else:
+            os.environ["TMPDIR"] = old
+    try:
+        t.wait_for(b"\x1b[?1049h")
+        deadline = time.monotonic() + 60
+        marker = b"dropped from the view so far"
+        while True:
+            dirs = _spool_dirs(tmpdir)
+            files = [f for d in dirs for f in d.iterdir()]
+            if files and any(marker in f.read_bytes()[-4096:] for f in files):
+                break
+            assert time.monotonic() < deadline, "the spool never reached its cap"
+            time.sleep(0.2)
+        time.sleep(2)  # `yes` goes on writing: the spool must not grow
+        size = sum(f.stat().st_size for d in _spool_dirs(tmpdir) for f in d.iterdir())
+        assert size <= (1 << 20) + 64 * 1024, size
+        if how == "q":
+            os.write(t.master, b"q")
+        else:
+            t.proc.send_signal(getattr(signal, how))
+        t.proc.wait(timeout=30)
+        assert _spool_dirs(tmpdir) == [], f"the spool folder was left behind after {how}"
+    finally:
+        t.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from denpex_tui.core.stacks import Frame, ProcStack, group_stacks, parse_pyspy_json
-from denpex_tui.probes.stacks import pyspy_path, read_stacks
+from denpex_tui.probes.stacks import pyspy_path
 
 ROOT = Path(__file__).resolve().parent.parent
 MAKE = ROOT / "tests" / "fixtures" / "runs" / "make"

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 from helpers import CORPUS
@@ -55,6 +56,28 @@ def test_verify_a_rerun_that_stopped_earlier_fails(tmp_path):
         (d / "stderr.log").write_text("")
     r = _denpex("verify", SIG, str(tmp_path), "--step", "100")
     assert r.returncode == 1 and "did NOT get as far" in r.stdout
+
+
+def test_a_rerun_that_is_not_the_same_job_cannot_pass(tmp_path):
+    """verify printed PASS while noting that the rerun had fewer ranks than the failing run
+    (issue 20): a rerun on one node of a four-node job did not repeat the job."""
+    import shutil
+
+    shutil.copytree(Path(DS_CLEAN) / "node0", tmp_path / "node0")
+    r = _denpex("verify", str(tmp_path), "--from", DS_FAIL)
+    assert r.returncode == 1, r.stdout
+    assert "not the same job: the rerun has 1 rank, the failing run had 4" in r.stdout
+    assert r.stdout.rstrip().endswith("FAIL")
+    doc = json.loads(_denpex("verify", "--json", str(tmp_path), "--from", DS_FAIL).stdout)
+    assert doc["ok"] is False and doc["rerun"]["same_job"] is False
+
+
+def test_verify_a_rank_the_launcher_says_was_killed():
+    """'the failing run does not show proc.killed' was said of the run whose diagnosis it is."""
+    runs = CORPUS.parent / "runs"
+    r = _denpex("verify", str(runs / "deepspeed_each_rank_log_clean"), "--from", str(runs / "deepspeed_each_rank_log_kill9"))
+    assert "does not show" not in r.stderr, r.stderr
+    assert r.returncode == 0 and "failing run: proc.killed on rank 1 at step 20" in r.stdout, r.stdout
 
 
 def test_verify_deepspeed_pair_and_bad_input():
@@ -167,7 +190,9 @@ def test_a_training_process_with_a_non_utf8_argv_does_not_break_the_bundle(tmp_p
     import time
 
     env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", b"train\xff\x1b[2J.py"], env=env)
+    # runs in the job's folder: tied to it (a bundle holds only the job's own processes)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", b"train\xff\x1b[2J.py"], env=env,
+                            cwd=FAIL)
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not os.path.exists(f"/proc/{proc.pid}/cmdline"):

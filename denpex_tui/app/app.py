@@ -17,11 +17,12 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical, VerticalScroll
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.model import Finding
 from denpex_tui.core.text import safe_str
+from denpex_tui.core.words import count
 from denpex_tui.live.engine import Engine, FindingEvent, HistoryDone, HistoryProgress, IncidentEvent, LinesEvent
 from denpex_tui.live.proctable import ProcessEvent
 from denpex_tui.live.sources import SourceEvent
@@ -41,6 +42,7 @@ from .remote import RemoteProbeLoop, rank_processes, skew_note
 from .theming import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from .widgets.findings import FindingList
 from .widgets.fixpanel import FixPanel
+from .widgets.footer import KeyFooter
 from .widgets.gauges import Gauges
 from .widgets.logview import LogView, Mark
 from .widgets.ranks import RankTable
@@ -66,6 +68,7 @@ class WatchOptions:
     clock: Callable[[], float] = time.time
     probe_interval: float = 5.0
     max_stat_rate: float = 500.0  # the tailer's cap on metadata calls per second
+    max_files: int = 10000  # the tailer's cap on followed files (live/filecap.py)
     all_users: bool = False  # follow other users' training processes too (issue 14)
     demo_root: str | None = None  # watch --demo: its checkpoint disk is the demo's simulated one
     notify: bool = False  # bell + OSC 9 desktop notification when the diagnosis changes
@@ -79,19 +82,23 @@ class DenpexApp(LevelActions, WatchActions, App):
     CSS_PATH = "app.tcss"
     BINDINGS = [
         Binding("q", "quit", "quit"),
+        # Textual binds ctrl+c to the screen's copy (and, with nothing selected, to a hint whose
+        # markup our toasts do not parse): in a terminal tool it quits, after copying a selection
+        Binding("ctrl+c", "interrupt", "quit (copies a mouse selection first)", show=False, priority=True),
         Binding("question_mark,f1", "help", "help"),
-        Binding("f", "toggle_follow", "follow"),
+        # the footer shows, in this order, the keys that fit its width (widgets/footer.py)
+        Binding("slash", "search", "search"),
+        Binding("x", "explain", "explain"),
+        Binding("c", "copy", "copy cmd"),
+        Binding("i", "initiating", "initiating line"),
         Binding("right_square_bracket", "finding(1)", "next finding"),
         Binding("left_square_bracket", "finding(-1)", "prev finding"),
-        Binding("i", "initiating", "initiating line"),
+        Binding("f", "toggle_follow", "follow"),
         Binding("e", "level('error', 1)", "next error line (any rank)", show=False),
         Binding("ctrl+e", "level('error', -1)", "previous error line (E writes an evidence bundle)", show=False),
         Binding("w", "level('warning', 1)", "next warning line", show=False),
         Binding("W", "level('warning', -1)", "previous warning line", show=False),
         Binding("y", "copy_summary", "copy the incident summary (plain text, for a ticket)", show=False),
-        Binding("x", "explain", "explain"),
-        Binding("c", "copy", "copy cmd"),
-        Binding("slash", "search", "search"),
         Binding("n", "search_next(1)", "next match", show=False),
         Binding("N", "search_next(-1)", "previous match", show=False),
         Binding("ctrl+r", "search_regex", "search: regex on/off", show=False),
@@ -111,7 +118,8 @@ class DenpexApp(LevelActions, WatchActions, App):
         self.catalog = catalog
         self.engine = engine or Engine(options.paths, catalog, execs=options.execs, processes=options.processes,
                                        keep_lines=options.keep_lines, index=True,
-                                       tailer_options={"max_meta_per_s": options.max_stat_rate})
+                                       tailer_options={"max_meta_per_s": options.max_stat_rate,
+                                                       "max_files": options.max_files})
         self.state = WatchState()
         self.state.root = options.root
         self.probe = ProbeLoop(pids=options.pids, paths=options.probe_paths, discover=options.discover,
@@ -187,7 +195,7 @@ class DenpexApp(LevelActions, WatchActions, App):
                     yield LogView(id="log", timeline=self.timeline)
                     yield Input(placeholder="search: Enter finds, Esc closes", id="search")
                 yield FixPanel(id="fix")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         want = self.options.theme or DEFAULT_THEME
@@ -258,11 +266,12 @@ class DenpexApp(LevelActions, WatchActions, App):
         incidents = None
         lines = []
         spoke: dict[int, float] = {}
+        arrived: float | None = None
         for ev in msg.events:
             if isinstance(ev, LinesEvent):
                 lines.extend(ev.lines)
                 if not ev.history:  # a line's age counts from its arrival, not from its log's clock
-                    now = self.options.clock()
+                    now = arrived = self.options.clock()
                     for ln in ev.lines:
                         r = ln.rank if ln.rank is not None else self._rank(("local", ln.node_key, ln.local))
                         if r is not None:
@@ -287,8 +296,8 @@ class DenpexApp(LevelActions, WatchActions, App):
             elif isinstance(ev, SourceEvent) and ev.state in ("error", "possibly-lost", "deleted"):
                 self.notify(f"{ev.path}: {ev.state} {ev.detail}".strip(), title="source", severity="warning")
         st.add_findings(findings)
-        if spoke:
-            st.saw_lines(spoke)
+        if spoke or arrived is not None:
+            st.saw_lines(spoke, arrived)
         if incidents is not None:
             st.set_incidents(incidents)
         if msg.summary is not None:  # newer than the events of the batch: applied last
@@ -379,6 +388,8 @@ class DenpexApp(LevelActions, WatchActions, App):
             return
         st, now = self.state, self.options.clock()
         log = self.query_one(LogView)
+        if st.ranks:
+            log.fit_rank(max(st.ranks))
         level, text = st.diagnosis(now)
         extra = " · ".join(x for x in (st.history_text(), self._gauge_alert,
                                        "engine stopped" if self.engine_done else "") if x)
@@ -418,8 +429,10 @@ class DenpexApp(LevelActions, WatchActions, App):
         if note and note != self._skew_note:
             self._skew_note = note
             self.notify(note, title="clocks", severity="warning", timeout=15)
-        alert = g.critical_count()
-        self._gauge_alert = f"✖ {alert} gauge{'s' if alert > 1 else ''} critical (5)" if alert else ""
+        fs, procs = g.critical()  # one filesystem is one gauge, however many watched paths are on it
+        what = " and ".join(x for x in (count(fs, "filesystem") if fs else "",
+                                         count(procs, "process") if procs else "") if x)
+        self._gauge_alert = f"✖ {what} critical (5: gauges)" if what else ""
         self._refresh()
 
     def on_measured(self, msg: Measured) -> None:
@@ -442,7 +455,10 @@ class DenpexApp(LevelActions, WatchActions, App):
         data = await self.engine.call(explaining.fix_data, finding, self.catalog, self.engine.job, metrics)
         self.post_message(FixReady(key, finding, data, diff, origin))
         if metrics is None and self.probe is not None and data.signature is not None:
-            path = data.values.get("path") or data.values.get("ckpt_dir")
+            # a relative path whose job directory is unknown is not measured here (it would be
+            # resolved against this process's directory, another folder)
+            path = None if data.values.get("job_dir_known") is False else (
+                data.values.get("path") or data.values.get("ckpt_dir"))
             self.probe.measure(key, finding.signature, path, data.values.get("pid"),
                                rank=finding.rank, node=finding.node)
 
@@ -462,6 +478,17 @@ class DenpexApp(LevelActions, WatchActions, App):
         from denpex_tui.app.stacks_key import start as start_stacks
 
         start_stacks(self)
+
+    def action_interrupt(self) -> None:
+        """ctrl+c: copy the mouse selection if there is one (and say that ctrl+c again quits),
+        else quit as q does."""
+        text = self.screen.get_selected_text() if self.is_running else None
+        if text:
+            self.copy_to_clipboard(text)
+            self.screen.clear_selection()
+            self.notify("Copied the selection; ctrl+c again (or q) quits", timeout=4)
+            return
+        self.exit()
 
     def action_evidence(self) -> None:  # E: an evidence bundle (app/evidence_key.py)
         from denpex_tui.app.evidence_key import start

@@ -23,6 +23,9 @@ def add_parser(subparsers) -> None:
                    help="directory to watch for free bytes and inodes (checkpoint dir, nvme_path); repeatable")
     w.add_argument("--exec", dest="exec_cmds", action="append", default=[], metavar="[RANK=]CMD",
                    help="read a command's output as a log, e.g. 3='kubectl logs -f pod-3'; repeatable")
+    w.add_argument("--exec-view-max", type=int, default=64, metavar="MIB",
+                   help="disk the view may use for --exec output (default 64 MiB; past it lines are dropped "
+                        "from the view, said in it, still read for findings)")
     w.add_argument("--signatures", action="append", default=[], metavar="DIR", help="extra signature pack (repeatable)")
     w.add_argument("--theme", metavar="NAME", help="denpex-dark (default), denpex-light, denpex-high-contrast")
     w.add_argument("--demo", action="store_true",
@@ -38,6 +41,9 @@ def add_parser(subparsers) -> None:
     w.add_argument("--max-stat-rate", type=float, default=500.0, metavar="N",
                    help="cap on stat/open calls per second while polling (protects a Lustre MDS; "
                         "1024 files need ~2000 for ~1 s latency without inotify); default 500")
+    w.add_argument("--max-files", type=int, default=10000, metavar="N",
+                   help="files followed at most (default 10000); deleted files in their grace period do not count, "
+                        "a newer attempt's files replace an older attempt's, the rest are counted and named")
     from denpex_tui.probes.remote_cli import add_arguments
 
     add_arguments(w)
@@ -152,15 +158,24 @@ def run(args, cfg) -> int:
         paths=paths, execs=list(args.exec_cmds), pids=list(args.pids), probe_paths=probe_paths,
         theme=args.theme or watch_cfg.get("theme"), processes=not args.demo, probes=not args.no_probes,
         discover=False if args.demo else None, notice=notice, root=common_root(paths),
-        max_stat_rate=args.max_stat_rate, all_users=args.all_users,
+        max_stat_rate=args.max_stat_rate, all_users=args.all_users, max_files=max(1, args.max_files),
         demo_root=tmp.name if args.demo else None, quiet_s=args.quiet_after, notify=args.notify,
         probe_specs=specs, probe_wait=float(args.wait) if specs else 20.0,
     )
+    from . import spool
+
+    if args.exec_view_max < 1:
+        print("denpex watch: --exec-view-max: at least 1 (MiB)", file=sys.stderr)
+        return 2
+    spool.MAX_BYTES = args.exec_view_max << 20
     app = DenpexApp(opts, catalog)
     if writer is not None:
         writer.start()
 
     def cleanup() -> None:
+        from .spool import remove_all
+
+        remove_all()  # --exec spools: also on a signal, whatever the view's worker got to
         stop.set()
         if writer is not None:
             writer.join(timeout=2)

@@ -45,6 +45,14 @@ def summarize(engine: Engine, pairs: set[tuple], seen_markers: set[tuple]) -> Jo
     if by_attempt:
         s.attempt = max(by_attempt)
         ranks.update(by_attempt[s.attempt])
+    for r in job.results.values():  # the newest line of any source, ranked or not (a plain log's age)
+        for ll in r.last_lines:
+            try:
+                t = ll.time.timestamp() if ll.time is not None else None
+            except (OverflowError, OSError, ValueError):
+                t = None
+            if t is not None and (s.last_any is None or t > s.last_any):
+                s.last_any = t
     for (attempt, rank), ll in job.last_lines().items():
         if attempt != s.attempt or ll.time is None:
             continue

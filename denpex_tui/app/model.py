@@ -17,7 +17,8 @@ from typing import Any
 from denpex_tui.core.model import Finding, Incident
 from denpex_tui.core.story import Story, job_story
 from denpex_tui.core.text import safe_str
-from denpex_tui.core.triage import rank_ranges
+from denpex_tui.core.words import count, span
+from denpex_tui.core.words import ranks as ranks_word
 
 __all__ = ["JobSummary", "RankRow", "FindingGroup", "WatchState", "fmt_age", "STATE_SYMBOLS"]
 
@@ -70,6 +71,7 @@ class JobSummary:
     rank_node: dict[int, str] = field(default_factory=dict)
     rank_sources: dict[int, list[str]] = field(default_factory=dict)  # per-rank files
     last_log: dict[int, float] = field(default_factory=dict)  # rank -> log time of its last line
+    last_any: float | None = None  # log time of the newest timestamped line, with or without a rank
     rank_map: dict[tuple, int] = field(default_factory=dict)  # (node_key, local) -> global rank
     kinds: dict[str, str] = field(default_factory=dict)  # source path -> kind
     sources: int = 0
@@ -128,10 +130,7 @@ class FindingGroup:
 
     @property
     def rank_text(self) -> str:
-        r = rank_ranges(self.ranks)
-        if not r:
-            return "rank ?"
-        return ("rank " if len(self.ranks) == 1 else "ranks ") + r
+        return ranks_word(self.ranks, "no rank")
 
     @property
     def is_error(self) -> bool:
@@ -148,6 +147,7 @@ class WatchState:
         self.ranks: dict[int, RankRow] = {}
         self.summary = JobSummary()
         self.root: str | None = None  # common folder of the sources (for short paths)
+        self.last_line: float | None = None  # wall time of the newest line, ranked or not (arrival, else log time)
         self.version = 0  # bumped on every change the screen must show
         self.history: tuple[int, int] | None = None  # (bytes read, total) while the history is read
         self.history_complete = False
@@ -226,6 +226,9 @@ class WatchState:
 
     def set_summary(self, s: JobSummary, now: float) -> None:
         self.summary = s
+        if s.last_any is not None:
+            t = min(s.last_any, now)
+            self.last_line = t if self.last_line is None else max(self.last_line, t)
         if s.findings:  # the job's merged view replaces the first-arrived copies of the events
             self.findings = {self.finding_key(f): f for f in s.findings}
         if s.incidents:
@@ -246,8 +249,11 @@ class WatchState:
             self.rank(r).first_line = fe
         self.version += 1
 
-    def saw_lines(self, ranks_seen: dict[int, float]) -> None:
-        """Ranks that just spoke (live lines): their age counts from now, whatever their clock."""
+    def saw_lines(self, ranks_seen: dict[int, float], now: float | None = None) -> None:
+        """Ranks that just spoke (live lines): their age counts from now, whatever their clock.
+        ``now``: when lines arrived at all (a log without ranks has an age too)."""
+        if now is not None:
+            self.last_line = max(now, self.last_line or now)
         for r, t in ranks_seen.items():
             row = self.rank(r)
             if row.last_seen is None or t > row.last_seen:
@@ -340,11 +346,14 @@ class WatchState:
     def shape_text(self) -> str:
         s = self.summary
         ranks = sorted(set(s.ranks) | set(self.ranks))
-        parts = [f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''}" + (f" ({rank_ranges(ranks)})" if ranks else "")]
+        if ranks:  # the ranges only while they are short: 2,000 ranks never fill the header
+            parts = [count(len(ranks), "rank") + f" ({span(ranks)})"]
+        else:
+            parts = ["no rank in the lines" if s.lines else count(0, "rank")]
         if s.nodes:
-            parts.append(f"{len(s.nodes)} node{'s' if len(s.nodes) != 1 else ''}")
+            parts.append(count(len(s.nodes), "node"))
         parts.append(f"attempt {s.attempt}")
-        parts.append(f"{s.sources} source{'s' if s.sources != 1 else ''}")
+        parts.append(count(s.sources, "source"))
         return " · ".join(parts)
 
     def story_lines(self) -> list[str]:
@@ -365,18 +374,22 @@ class WatchState:
         if self.reading_history:
             return "ok", "no failure signature so far (the history is still being read)"
         if not self.ranks:
-            return "ok", "waiting for log lines"
+            if not self.summary.lines:
+                return "ok", "waiting for log lines"
+            age = f" · last line {fmt_age(now - self.last_line)} ago" if self.last_line is not None else ""
+            return "ok", (f"healthy · no failure signature in {count(self.summary.lines, 'line')} "
+                          f"(no rank in them){age}")
         ages = self.ages(now)
         known = {r: a for r, a in ages.items() if a is not None}
         silent = sorted(self.stands_out(now))
         if silent:
             r = silent[0]
-            return "warn", f"rank {r} silent for {fmt_age(known.get(r))} while others log · {len(self.ranks)} ranks"
+            return "warn", f"rank {r} silent for {fmt_age(known.get(r))} while others log · {count(len(self.ranks), 'rank')}"
         if not known:
-            return "ok", f"healthy · {len(self.ranks)} ranks"
+            return "ok", f"healthy · {count(len(self.ranks), 'rank')}"
         newest = min(known.values())
         oldest_r = max(known, key=lambda r: known[r])
-        return "ok", (f"healthy · {len(self.ranks)} ranks, no failure signature · last line {fmt_age(newest)} ago"
+        return "ok", (f"healthy · {count(len(self.ranks), 'rank')}, no failure signature · last line {fmt_age(newest)} ago"
                       + (f", quietest rank {oldest_r} {fmt_age(known[oldest_r])}" if len(known) > 1 else ""))
 
 

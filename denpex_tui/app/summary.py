@@ -1,17 +1,21 @@
 """``y``: the incident as plain text for a ticket: the story (root cause, restarts, the launcher's
 other opinion), each failing rank's first error line with its file:line, the evidence, and the
-verification commands exactly as the fix panel shows them. No Textual here."""
+verification commands exactly as the fix panel shows them. Secrets in the log text are
+redacted (core/redact.py), as in evidence bundles, with a last line saying what was. No
+Textual here."""
 
 from __future__ import annotations
 
 from denpex_tui.core.model import Finding
+from denpex_tui.core.redact import redactor
 from denpex_tui.core.story import Story
+from denpex_tui.core.words import rank as rank_word
 
 __all__ = ["incident_summary"]
 
 
 def _line(f: Finding, role: str) -> str:
-    who = f"rank {f.rank}" if f.rank is not None else "rank ?"
+    who = rank_word(f.rank, "no rank")
     when = f" {f.time.isoformat(sep=' ', timespec='milliseconds')}" if f.time is not None else ""
     approx = " (approx.)" if f.time is not None and f.time_approx else ""
     return f"  {role:<10} {who}{when}{approx}  {f.path}:{f.text_line}\n      {f.text}"
@@ -49,4 +53,8 @@ def incident_summary(story: Story | None, commands: list | None = None) -> str:
         for c in commands:
             out.append(f"  # {c.title}")
             out.append(f"  $ {c.text}")
-    return "\n".join(out) + "\n"
+    red = redactor()
+    text = red.text("\n".join(out))
+    if red.counts:
+        text += f"\n(redacted before copying: {red.summary()})"
+    return text + "\n"

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import tempfile
 import threading
 from array import array
 from collections import OrderedDict
@@ -38,6 +37,8 @@ from denpex_tui.core.model import SourceInfo
 from denpex_tui.core.sources import classify, discover
 from denpex_tui.core.text import SafeText, safe_line
 
+from .spool import Spool
+
 __all__ = ["Timeline", "View", "SourceMeta"]
 
 BLOCK = 4096
@@ -49,7 +50,7 @@ class SourceMeta:
     name: str  # the source as the engine names it (findings' paths)
     info: SourceInfo
     index: FileIndex
-    spool: object | None = None  # an --exec command's lines, written to a private file
+    spool: str | None = None  # an --exec command's lines: the private file they are written to
 
     @property
     def tags(self) -> array | None:
@@ -130,7 +131,7 @@ class Timeline:
         self.lock = threading.RLock()  # one writer at a time (build, refresh, spool)
         self._text: OrderedDict[tuple[int, int], tuple[SafeText, bool]] = OrderedDict()
         self._text_bytes = 0
-        self._spool_dir: tempfile.TemporaryDirectory | None = None
+        self._spool = Spool()  # --exec lines, capped on disk (app/spool.py)
 
     # -- sources ---------------------------------------------------------------------------
 
@@ -310,26 +311,17 @@ class Timeline:
         with self.lock:
             sid = self.sid_of(name)
             if sid is None:
-                if self._spool_dir is None:
-                    self._spool_dir = tempfile.TemporaryDirectory(prefix="denpex-view-")
-                path = os.path.join(self._spool_dir.name, f"{len(self.sources)}.log")
-                fh = open(path, "ab")
+                path = self._spool.path(len(self.sources))
                 sid = self._add(name, info or SourceInfo(path=name, kind="exec"), read_path=path)
-                self.sources[sid].spool = fh
-            fh = self.sources[sid].spool
-            fh.write(("\n".join(texts) + "\n").encode("utf-8", "replace"))
-            fh.flush()
+                self.sources[sid].spool = path
+            self._spool.write(self.sources[sid].spool, texts)
             if self._read_new(sid):
                 self._merge([sid])
 
     def close(self) -> None:
         for m in self.sources:
             m.index.close()
-            if m.spool is not None:
-                m.spool.close()
-        if self._spool_dir is not None:
-            self._spool_dir.cleanup()
-            self._spool_dir = None
+        self._spool.close()
 
     # -- rank of a line --------------------------------------------------------------------
 
@@ -393,15 +385,6 @@ class Timeline:
         """The merged row of 1-based ``line`` of source ``name`` (the engine's numbering)."""
         sid = self.sid_of(name)
         return None if sid is None else self.seq_of_line(sid, line - 1)
-
-    def count_before(self, sid: int, seq: int) -> int:
-        """Lines of ``sid`` in rows [0, seq)."""
-        if seq >= self.rows:
-            return self.counts[sid]
-        c = seq // BLOCK
-        ck = self.ck[c]
-        base = int(ck[sid]) if sid < len(ck) else 0
-        return base + int(np.count_nonzero(self.src.a[c * BLOCK:seq] == sid))
 
     def rows_of(self, sid: int) -> np.ndarray:
         """Every merged row of source ``sid``, ascending (its lines in order)."""

@@ -392,12 +392,20 @@ def _build(data: dict, path: Path, pack: str, builtin: bool) -> Signature:
 
 def load_file(path: Path, pack: str, builtin: bool) -> Signature:
     """Load one signature file; raises :class:`CatalogProblem`-carrying ``ValueError``."""
+    from .untrusted import UntrustedError, check_toml, read_capped
+
     try:
         with open(path, "rb") as fh:
-            raw = fh.read(1 << 20)
-        data = tomllib.loads(raw.decode("utf-8"))
+            raw = read_capped(fh, 1 << 20, "the file")
+        text = raw.decode("utf-8")
+        check_toml(text, "the file")  # a pack is untrusted: tomllib recurses on nesting
+        data = tomllib.loads(text)
+    except UntrustedError as exc:
+        raise _Invalid("", str(exc).replace("the file: ", "", 1)) from None
     except UnicodeDecodeError:
         raise _Invalid("", "is not UTF-8 text") from None
+    except RecursionError:
+        raise _Invalid("", "is nested too deeply to read") from None
     except tomllib.TOMLDecodeError as exc:
         raise _Invalid("", f"is not valid TOML ({exc})") from None
     return _build(data, path, pack, builtin)
@@ -443,9 +451,6 @@ class Catalog:
 
     def get(self, sid: str) -> Signature | None:
         return self.by_id.get(sid)
-
-    def refined_by(self, sid: str) -> set[str]:
-        return {s.id for s in self.by_id.values() if sid in s.refines}
 
 
 def user_signature_dir() -> Path:

@@ -26,18 +26,24 @@ tag is expected in every tag). Read-only: shards are never loaded; only their he
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 
 from .shards import TEMP as _TEMP, across_tags as _across_tags, check_files as _check_files
-from .shards import file_problem as _file_problem, peer_sizes as _peer_sizes
+from .shards import NotRegular, file_problem as _file_problem, open_regular, peer_sizes as _peer_sizes
+from .untrusted import load_json, read_capped
 from .text import safe_str
 
 __all__ = ["CheckpointTag", "CheckpointReport", "inspect_checkpoints", "CheckpointError"]
 
 SCHEMA = 1
+
+# Rank, shard and step numbers come from file names: untrusted. A number past these is no
+# number of a real job (a name like zero_pp_rank_99999999999_... would make a list of 10^11).
+MAX_RANK = 100_000
+MAX_SHARDS = 100_000
+MAX_LISTED = 50  # missing/problems shown per tag; the rest are counted
 
 _DS_TAG = re.compile(r"^global_step(\d+)$")
 _HF_TAG = re.compile(r"^checkpoint-(\d+)$")
@@ -95,11 +101,33 @@ class CheckpointReport:
 
 def _read_pointer(path: str) -> str | None:
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             s = fh.read(4096).decode("utf-8", "replace").strip()
         return s or None
-    except OSError:
+    except OSError:  # NotRegular too: a FIFO named latest is no commit marker
         return None
+
+
+def _n(s: str, limit: int = MAX_RANK) -> int | None:
+    """A number from a file name, or None when it is absurd (past ``limit``, or a 5 000-digit
+    string that int() refuses)."""
+    if len(s) > 12:
+        return None
+    v = int(s)
+    return v if v <= limit else None
+
+
+def _absurd(t: "CheckpointTag", names, *rxs) -> set[str]:
+    """Names of ``t`` matching ``rxs`` whose numbers are absurd: each is a problem of the tag and
+    is left out of the expected set."""
+    bad = set()
+    for n in names:
+        for rx in rxs:
+            m = rx.match(n)
+            if m and any(_n(g) is None for g in m.groups() if g and g.isdigit()):
+                bad.add(n)
+                t.problems.append(f"{n}: a rank number over {MAX_RANK:,} in its name: not a shard of a real job")
+    return bad
 
 
 def _ds_expect(tags: list[CheckpointTag]) -> None:
@@ -107,6 +135,7 @@ def _ds_expect(tags: list[CheckpointTag]) -> None:
     seen = {}
     for t in tags:
         names = set(os.listdir(t.path))
+        names -= _absurd(t, names, _DS_OPTIM, _DS_Z3MODEL, _DS_MODEL)
         seen[t.path] = names
         for n in names:
             if m := _DS_OPTIM.match(n):
@@ -152,7 +181,7 @@ def _hf_expect(tags: list[CheckpointTag]) -> None:
     rngs: set[int] = set()
     optim = sched = False
     for t in tags:
-        names = set(os.listdir(t.path))
+        names = set(os.listdir(t.path)) - _absurd(t, set(os.listdir(t.path)), _HF_RNG)
         rngs |= {int(m.group(1)) for n in names if (m := _HF_RNG.match(n))}
         optim |= "optimizer.pt" in names
         sched |= "scheduler.pt" in names
@@ -160,7 +189,12 @@ def _hf_expect(tags: list[CheckpointTag]) -> None:
         names = set(os.listdir(t.path))
         shards = [m for n in names if (m := _HF_SHARD.match(n))]
         if shards:
-            for stem, total, ext in {(m.group(1), int(m.group(3)), m.group(4)) for m in shards}:
+            for stem, total_s, ext in {(m.group(1), m.group(3), m.group(4)) for m in shards}:
+                total = _n(total_s, MAX_SHARDS)
+                if total is None:
+                    t.problems.append(f"{stem}-*-of-{total_s[:20]}{'…' if len(total_s) > 20 else ''}.{ext}: "
+                                      f"a shard count over {MAX_SHARDS:,}: damaged name")
+                    continue
                 t.missing += [f"{stem}-{i:05d}-of-{total:05d}.{ext}" for i in range(1, total + 1)
                               if f"{stem}-{i:05d}-of-{total:05d}.{ext}" not in names]
         elif not names & {"model.safetensors", "pytorch_model.bin", "adapter_model.safetensors",
@@ -175,12 +209,17 @@ def _hf_expect(tags: list[CheckpointTag]) -> None:
             t.missing.append("trainer_state.json (written last: the save did not finish)")
         else:
             try:
-                with open(os.path.join(t.path, "trainer_state.json"), "rb") as fh:
-                    gs = json.loads(fh.read(16 << 20)).get("global_step")
-                if t.step is not None and gs is not None and int(gs) != t.step:
+                with open_regular(os.path.join(t.path, "trainer_state.json")) as fh:
+                    doc = load_json(read_capped(fh, 16 << 20, "trainer_state.json"), "trainer_state.json")
+                gs = doc.get("global_step") if isinstance(doc, dict) else None
+                if not isinstance(doc, dict) or (gs is not None and (isinstance(gs, bool) or not isinstance(gs, int))):
+                    t.problems.append("trainer_state.json: not a trainer state (damaged)")
+                elif t.step is not None and gs is not None and gs != t.step:
                     t.problems.append(f"trainer_state.json says global_step {gs}, the folder says {t.step}")
-            except (OSError, ValueError, TypeError, AttributeError):
-                t.problems.append("trainer_state.json: not valid JSON")
+            except NotRegular:
+                t.problems.append("trainer_state.json: not a regular file (a FIFO, device or socket)")
+            except (OSError, ValueError):
+                t.problems.append("trainer_state.json: not valid JSON (or too big or too deep to read)")
         _peer_sizes(t, {"per-process RNG states": [n for n in names if _HF_RNG.match(n)]})
 
 
@@ -207,9 +246,10 @@ def _meg_expect(tags: list[CheckpointTag]) -> None:
 def _dcp_expect(tags: list[CheckpointTag]) -> None:
     ranks: set[int] = set()
     for t in tags:
-        ranks |= {int(m.group(1)) for n in t.files if (m := _DCP.match(n))}
+        bad = _absurd(t, set(t.files), _DCP)
+        ranks |= {int(m.group(1)) for n in t.files if n not in bad and (m := _DCP.match(n))}
     for t in tags:
-        names = set(t.files)
+        names = {n for n in t.files if not (_DCP.match(n) and any(_n(g) is None for g in _DCP.match(n).groups()))}
         if ".metadata" not in names and not any(n.endswith(".metadata") and "/" not in n for n in names):
             t.missing.append(".metadata (written last: the save did not finish)")
         have = {int(m.group(1)) for n in names if (m := _DCP.match(n))}
@@ -219,7 +259,7 @@ def _dcp_expect(tags: list[CheckpointTag]) -> None:
 
 def _step(name: str) -> int | None:
     m = _STEP.search(name)
-    return int(m.group(1)) if m else None
+    return _n(m.group(1), 10**12) if m else None
 
 
 def _classify(root: str, names: list[str]) -> tuple[str | None, list[str]]:
@@ -326,6 +366,11 @@ def _inspect(root: str, as_tag: bool) -> CheckpointReport:
             rep.tags.append(t)
     rep.tags.sort(key=lambda t: (t.step if t.step is not None else -1, t.tag))
     _resume(rep, names)
+    for t in rep.tags:  # a hostile folder never makes an unbounded report
+        for attr in ("missing", "problems"):
+            items = getattr(t, attr)
+            if len(items) > MAX_LISTED:
+                setattr(t, attr, items[:MAX_LISTED] + [f"... and {len(items) - MAX_LISTED:,} more"])
     return rep
 
 
@@ -333,12 +378,15 @@ def _resume(rep: CheckpointReport, names: list[str]) -> None:
     pfile = {"deepspeed": "latest", "megatron": "latest_checkpointed_iteration.txt"}.get(rep.kind or "")
     by_tag = {t.tag: t for t in rep.tags}
     target = None
-    if pfile and pfile in names:
+    if pfile and pfile in names and not os.path.isfile(os.path.join(rep.root, pfile)):
+        rep.warnings.append(f"{pfile} is not a regular file (a FIFO, device or socket): not read, so no save "
+                            "of this folder is known to have committed")
+    elif pfile and pfile in names:
         rep.pointer_file = pfile
         rep.pointer = _read_pointer(os.path.join(rep.root, pfile))
-        if rep.kind == "megatron" and rep.pointer is not None:
+        if rep.kind == "megatron" and rep.pointer is not None:  # ASCII digits only: '²'.isdigit() is True
             rep.pointer = "release" if rep.pointer == "release" else (
-                f"iter_{int(rep.pointer):07d}" if rep.pointer.isdigit() else rep.pointer)
+                f"iter_{int(rep.pointer):07d}" if re.fullmatch(r"[0-9]{1,12}", rep.pointer) else rep.pointer)
         target = by_tag.get(rep.pointer or "")
         if target is None:
             rep.warnings.append(f"{pfile} names {rep.pointer!r}, which is not a tag in this folder")

@@ -25,6 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 from .text import safe_line, safe_str
+from .words import count, ranks
 
 __all__ = ["normalise", "ControlReport", "compare_with_control"]
 
@@ -37,18 +38,32 @@ _NUM = re.compile(r"[-+]?\d+(?:[.,:]\d+)*(?:e[-+]?\d+)?", re.I)
 _WS = re.compile(r"\s+")
 
 
+_CR = "\\x0d"  # a carriage return, as the door shows it: what follows overwrote what came before
+_BAR = re.compile(r"\s*\d{1,3}%\|[^|]{0,200}\|.*$")  # tqdm: 'label:  40%|████  | 4/10 [00:01<00:02, 3.1it/s]'
+_TMP = re.compile(r"(?<=/tmp/)[^/\s'\"]+|(?<=/var/tmp/)[^/\s'\"]+")  # mkstemp/mkdtemp/gcc temp names
+_HEAD = re.compile(r"^(?:\[[^\]]{0,80}\]:?\s*)+(?:N(?:\s*N)*\s*)?(?:>>\s*)?")  # '[WARNING|x.py:N] N N >> ', '[transformers] '
+
+
 def normalise(text: str, roots: list[str]) -> str:
+    """A line as two runs of the same job print it alike: prefixes, the run's folders, ids,
+    temp names, numbers and times, a logger's header, and progress bars (only the last of a
+    line's \\r-overwritten states, its label) made the same."""
     from .lines.facts import parse_line
 
     text = parse_line(text).text
+    if _CR in text:  # a terminal shows the last state; a progress bar is its label
+        text = next((seg for seg in reversed(text.split(_CR)) if seg.strip()), "")
+    text = _BAR.sub(" <progress>", text)
     for r in roots:
         if r:
             text = text.replace(r, "<run>")
+    text = _TMP.sub("T", text)
     text = _UUID.sub("H", text)
     text = _RUNDIR.sub("H", text)
     text = _HEX.sub("H", text)
     text = _NUM.sub("N", text)
-    return _WS.sub(" ", text).strip()
+    text = _HEAD.sub("", _WS.sub(" ", text).strip())
+    return text
 
 
 @dataclass
@@ -101,6 +116,9 @@ def _rank_files(result, like=None) -> dict[int, list[str]]:
         info = results[s.path].info if s.path in results else None
         if len(s.ranks) == 1:
             byrank.setdefault(s.ranks[0], []).append(s)
+        elif len(s.ranks) > 1 and s.kind == "console":  # a console without per-rank files: its lines
+            for r in s.ranks:                           # of each rank, by the ranks they name
+                byrank.setdefault(r, []).append(s)
         elif not s.ranks and info is not None and s.kind == "rank-file":
             unmapped.append((s.node, info.local_rank, s))
     if like is not None and unmapped:
@@ -113,17 +131,29 @@ def _rank_files(result, like=None) -> dict[int, list[str]]:
             r = key.get((node, local))
             if r is not None and node:
                 byrank.setdefault(r, []).append(s)
-    out = {}
+    out: dict[int, list] = {}
     for r, srcs in byrank.items():
         own = [x.path for x in srcs if x.kind != "console"]
-        out[r] = own or [x.path for x in srcs]
+        out[r] = own or [x.path if len(x.ranks) == 1 else (x.path, r) for x in srcs]
     return out
 
 
-def _lines(path: str):
+def _lines(src, shared: bool = False):
+    """(line number, text) of a file, or, for ``(path, rank)``, of the lines of that rank in a
+    console that holds several (``shared``: and the lines that name no rank, which may be any
+    rank's: what a control's console shows for every rank)."""
+    path, rank = src if isinstance(src, tuple) else (src, None)
+    from .lines.facts import parse_line
+
     with open(path, "rb") as fh:
         for n, raw in enumerate(fh, 1):
-            yield n, safe_line(raw.rstrip(b"\r\n")[:_MAX_LINE]).text
+            text = safe_line(raw.rstrip(b"\r\n")[:_MAX_LINE]).text
+            if rank is None or parse_line(text).rank in ((rank, None) if shared else (rank,)):
+                yield n, text
+
+
+def _path(src) -> str:
+    return src[0] if isinstance(src, tuple) else src
 
 
 def _roots(paths: list[str]) -> list[str]:
@@ -165,32 +195,29 @@ def _nodes(result) -> set[str]:
 
 def compare_with_control(failing, control, failing_paths: list[str], control_paths: list[str]) -> ControlReport:
     """``failing`` and ``control``: ScanResults of the two runs."""
-    from .ranks import rank_ranges
-
     from .lines.facts import parse_line
 
     rep = ControlReport(list(control_paths))
     fr = _rank_files(failing)
     cr = _rank_files(control, like=failing)
     if set(fr) != set(cr):
-        rep.shape.append(f"ranks differ: the failing run has ranks {rank_ranges(sorted(fr)) or 'none'}, "
-                         f"the control {rank_ranges(sorted(cr)) or 'none'}")
+        rep.shape.append(f"ranks differ: the failing run has {ranks(fr, 'no rank')}, the control {ranks(cr, 'no rank')}")
     fn, cn = _nodes(failing), _nodes(control)
     if fn and cn and len(fn) != len(cn):
-        rep.shape.append(f"nodes differ: {len(fn)} in the failing run, {len(cn)} in the control")
+        rep.shape.append(f"nodes differ: {count(len(fn), 'node')} in the failing run, {len(cn)} in the control")
     roots = _roots(failing_paths) + _roots(control_paths)
     errors: dict[int, Any] = {}
     for own in (True, False):  # the rank's first error in its own files, else anywhere (a console)
         for f in failing.findings:
             if f.severity == "error" and f.rank is not None and f.rank not in errors \
-                    and (f.path in fr.get(f.rank, ()) or not own):
+                    and (f.path in [_path(x) for x in fr.get(f.rank, ())] or not own):
                 errors[f.rank] = f
     for rank in sorted(fr):
         if rank not in cr:
             continue
         seen: set[str] = set()
         for p in cr[rank]:
-            for _, t in _lines(p):
+            for _, t in _lines(p, shared=True):
                 if len(seen) < _MAX_SET:
                     seen.add(normalise(t, roots))
         err = errors.get(rank)
@@ -200,10 +227,11 @@ def compare_with_control(failing, control, failing_paths: list[str], control_pat
             et = et + timedelta(seconds=1)
         firsts, befores = [], []
         total = new = 0
-        for p in fr[rank]:
+        for src in fr[rank]:
+            p = _path(src)
             stop = err.line if err is not None and p == err.path else None  # the start of its report
             first = last_before = None
-            for n, t in _lines(p):
+            for n, t in _lines(src):
                 total += 1
                 if not t.strip() or normalise(t, roots) in seen:
                     continue

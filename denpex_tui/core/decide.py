@@ -26,6 +26,9 @@ from .job import JobState
 from .model import FailureEntry, Finding, Incident, LastLine, StopMark, iso
 from .ranks import rank_entry as _entry
 from .ranks import rank_ranges
+from .words import be, tally
+from .words import rank as _rank
+from .words import ranks as _ranks
 from .roles import (EPISODE, EPISODE_LINES, MAX_HYPOTHESES, SAME_CAUSE_WINDOW, Order, effective_role,
                     explained_by_report, hyp, names_a_stall, phase_label, related, rkey, tier)
 from .vanished import silent_collateral, vanished_incident
@@ -74,7 +77,8 @@ def attempt_incident(a: Attempt) -> Incident | None:
         extra = step7_terminated(a, inc.initiating, have)
         if extra:
             inc.collateral = _by_rank(inc.collateral + extra)
-            inc.evidence.append(f"ranks {rank_ranges([f.rank for f in extra])} were terminated by the launcher "
+            extra_ranks = [f.rank for f in extra]
+            inc.evidence.append(f"{_ranks(extra_ranks)} {be(len(set(extra_ranks)), past=True)} terminated by the launcher "
                                 "before they printed an error of their own (collateral)")
         quiet = silent_collateral(a, inc.initiating, have | {rkey(f) for f in extra})
         if quiet:
@@ -239,12 +243,12 @@ def step4_same_cause(a: Attempt, init: Finding, init_first: Finding, reps, confi
             and (a.order.when(s) or 0) - (a.order.when(init) or 0) > 1.0
             for s in same
         )
-        ranks = rank_ranges([init.rank] + [s.rank for s in same])
+        ranks = _ranks([init.rank] + [s.rank for s in same])
         if decided:
-            a.evidence.append(f"ranks {ranks} failed of the same cause; rank {init.rank} was first by its timestamp")
+            a.evidence.append(f"{ranks} failed of the same cause; rank {init.rank} was first by its timestamp")
             confidence = "medium" if confidence == "high" else confidence
         else:
-            a.evidence.append(f"ranks {ranks} failed of the same cause ({init.signature}) at about the same time: a "
+            a.evidence.append(f"{ranks} failed of the same cause ({init.signature}) at about the same time: a "
                               "node- or filesystem-level cause; which rank was first cannot be decided from these logs")
             confidence = "low"
     for rep, fst in rivals[:MAX_HYPOTHESES]:
@@ -337,7 +341,7 @@ def _initiating_incident(a: Attempt, reps, demoted: list[Finding]) -> Incident:
         for c in collateral:
             by_sig.setdefault(c.signature, []).append(c.rank)
         for sig, rs in by_sig.items():
-            a.evidence.append(f"ranks {rank_ranges(rs)}: {sig} (collateral)")
+            a.evidence.append(f"{_ranks(rs)}: {sig} (collateral)")
     for d in demoted[:3]:
         a.evidence.append(f"rank {d.rank}'s {d.exc_type or d.signature} is collateral: {a.roles[id(d)][1]}")
     _launcher_evidence(init, a.fentries, a.evidence, a.hypotheses)
@@ -345,14 +349,12 @@ def _initiating_incident(a: Attempt, reps, demoted: list[Finding]) -> Incident:
     quiet = silent_collateral(a, init, {rkey(c) for c in collateral} | exclude)
     if quiet:
         rs = [f.rank for f in quiet]
-        a.evidence.append(f"rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs)}: no error of "
+        a.evidence.append(f"{_ranks(rs)}: no error of "
                           f"{'their own, their logs just end' if len(rs) > 1 else 'its own, its log just ends'} "
                           "(stopped with the job: collateral)")
     collateral = _by_rank(collateral + quiet)
-    summary = (f"rank {init.rank if init.rank is not None else '?'} initiating: {init.title}"
-               f"{phase_label(init.phase)} - {len(collateral)} collateral")
-    if same:
-        summary += f", {len(same)} same cause"
+    summary = (f"{_rank(init.rank)} initiating: {init.title}"
+               f"{phase_label(init.phase)} - {tally(len(collateral), len(same))}")
     return Incident(a.attempt, init, collateral, same, None, confidence, a.evidence, summary,
                     hypotheses=a.hypotheses[:MAX_HYPOTHESES])
 
@@ -362,7 +364,7 @@ def _launcher_evidence(init: Finding, fentries, evidence: list[str], hypotheses:
     named = sorted({fe.rank for fe in root if fe.rank != init.rank})
     if named:
         evidence.append(
-            f"torchrun's Root Cause names rank{'s' if len(named) > 1 else ''} {rank_ranges(named)}; Denpex says "
+            f"torchrun's Root Cause names {_ranks(named)}; Denpex says "
             f"rank {init.rank} because its own log shows the first initiating failure (launcher summaries are not "
             "trusted: one per node agent, each names the first exit it saw, often a victim)")
         for fe in root:
@@ -372,7 +374,7 @@ def _launcher_evidence(init: Finding, fentries, evidence: list[str], hypotheses:
                                    "rule": "per the launcher only (torchrun's Root Cause); the rank logs disagree"})
     sigterm = sorted({fe.rank for fe in fentries if fe.exitcode == -15})
     if sigterm:
-        evidence.append(f"the agent sent SIGTERM to ranks {rank_ranges(sigterm)} after the failure")
+        evidence.append(f"the agent sent SIGTERM to {_ranks(sigterm)} after the failure")
 
 
 # -- 5 and 6 ------------------------------------------------------------------------------------
@@ -435,7 +437,7 @@ def _blamed_incident(a: Attempt, coll: list[Finding]) -> Incident | None:
             init.path, init.line, init.text_line, init.offset, init.text = ll.path, ll.line, ll.line, ll.offset, ll.text
             init.time, init.node_key = ll.time, ll.node_key
     else:
-        init.title = f"Named as the faulty rank by rank {b.rank if b.rank is not None else '?'}'s {b.exc_type or b.title}"
+        init.title = f"Named as the faulty rank by {_rank(b.rank, 'a peer')}'s {b.exc_type or b.title}"
     init.fields = {**b.fields, "named_by": b.rank}
     collateral, seen = [], set()
     for f in coll:
@@ -443,9 +445,9 @@ def _blamed_incident(a: Attempt, coll: list[Finding]) -> Incident | None:
             continue
         seen.add(f.rank)
         collateral.append(_entry(f, [f]))
-    evidence = [f"rank {b.rank if b.rank is not None else '?'} names rank {r} as the faulty rank: '{b.text[:200]}'; "
+    evidence = [f"{_rank(b.rank, 'a peer')} names rank {r} as the faulty rank: '{b.text[:200]}'; "
                 f"rank {r}'s own log is not in these logs (add it to see why it failed)"]
-    summary = f"rank {r} initiating: named as the faulty rank by its peer - {len(collateral)} collateral"
+    summary = f"rank {r} initiating: named as the faulty rank by its peer - {tally(len(collateral))}"
     return Incident(a.attempt, init, collateral, [], None, "medium", evidence, summary)
 
 

@@ -21,7 +21,6 @@ out are named in README.txt).
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
 import re
@@ -29,6 +28,7 @@ import shutil
 import tarfile
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -61,12 +61,61 @@ class Excerpt:
                 "line": self.line, "from_line": self.first, "to_line": self.last}
 
 
-def excerpt(path: str, line: int, before: int = BEFORE, after: int = AFTER) -> tuple[int, int, str]:
+class Outside(OSError):
+    """A file whose real path (links resolved) is not under the job's tree."""
+
+
+def job_roots(paths: list[str]) -> list[str]:
+    """The job's tree: each folder given (a file: its folder; a glob: the folder before its
+    first wildcard), links resolved. Nothing outside it goes into a bundle."""
+    roots = []
+    for arg in paths:
+        a = os.path.abspath(arg)
+        if any(c in arg for c in "*?[") and not os.path.exists(arg):
+            fixed = []
+            for part in a.split(os.sep):
+                if any(c in part for c in "*?["):
+                    break
+                fixed.append(part)
+            a = os.sep.join(fixed) or os.sep
+        elif not os.path.isdir(a):
+            a = os.path.dirname(a)
+        roots.append(os.path.realpath(a))
+    return list(dict.fromkeys(roots))
+
+
+def outside(path: str, roots: list[str]) -> str | None:
+    """The real path of ``path`` when it is not under one of ``roots`` (else None)."""
+    real = os.path.realpath(path)
+    for r in roots:
+        if real == r or real.startswith(r.rstrip("/") + "/"):
+            return None
+    return real
+
+
+def _open_inside(path: str, roots: list[str] | None):
+    """``open(path, "rb")``, refused when what was opened is outside ``roots``: the check is
+    made on the open file (``/proc/self/fd``), so a link swapped after the scan cannot slip in."""
+    fh = open(path, "rb")
+    if roots is None:
+        return fh
+    try:
+        real = os.readlink(f"/proc/self/fd/{fh.fileno()}")
+    except OSError:
+        real = os.path.realpath(path)
+    if outside(real, roots) is not None:
+        fh.close()
+        raise Outside(f"{path}: leads outside the job's tree (to {real})")
+    return fh
+
+
+def excerpt(path: str, line: int, before: int = BEFORE, after: int = AFTER,
+            roots: list[str] | None = None) -> tuple[int, int, str]:
     """Lines ``line-before .. line+after`` of ``path`` (1-based), numbered, as safe text."""
     lo = max(1, line - before)
     out = []
     last = lo - 1
-    with open(path, "rb") as fh:
+    with _open_inside(path, roots) as fh:
         for n, raw in enumerate(fh, 1):
             if n < lo:
                 continue
@@ -80,14 +129,14 @@ def excerpt(path: str, line: int, before: int = BEFORE, after: int = AFTER) -> t
     return lo, last, "\n".join(out) + "\n"
 
 
-def _line_at(path: str, t) -> int | None:
+def _line_at(path: str, t, roots: list[str] | None = None) -> int | None:
     """The last line of ``path`` logged at or before ``t`` (the rank's other file: its stdout
     when the traceback went to stderr), or its last line when ``t`` is unknown."""
     from .lines.facts import line_facts
 
     best, n = None, 0
     tt = t.replace(tzinfo=None) if t is not None else None
-    with open(path, "rb") as fh:
+    with _open_inside(path, roots) as fh:
         for n, raw in enumerate(fh, 1):
             if tt is None:
                 continue
@@ -120,23 +169,78 @@ class Bundle:
     path: str
     files: dict[str, int] = field(default_factory=dict)
     left_out: list[str] = field(default_factory=list)
+    redacted: dict[str, str] = field(default_factory=dict)  # file -> what was redacted in it
+    ruleset: str = ""
 
 
 def write_bundle(result, out: str, *, argv: list[str], diagnosis_text: str, snapshot=None,
                  differential=None, baseline=None, first_warnings: dict | None = None,
-                 env: dict[str, tuple[list[str], Callable[[], str]]] | None = None) -> Bundle:
-    """Write the bundle for a scan ``result`` to ``out`` (a folder, or ``*.tar.gz``)."""
+                 env: dict[str, tuple[list[str], Callable[[], str]]] | None = None,
+                 roots: list[str] | None = None) -> Bundle:
+    """Write the bundle for a scan ``result`` to ``out`` (a folder, or ``*.tar.gz``).
+
+    ``roots``: the job's tree (:func:`job_roots`); a file whose real path is outside it is
+    never read into the bundle. Every file is redacted (core/redact.py) as it is written. The
+    bundle appears whole or not at all: it is made in a work folder next to ``out`` (a ``.part``
+    file for a tar) that a failure (a full filesystem) removes, so a retry is never blocked."""
+    from .redact import redactor
+
     as_tar = out.endswith((".tar.gz", ".tgz"))
     final = out
     if os.path.exists(final) and (as_tar or os.listdir(final)):
         raise FileExistsError(f"{final}: exists already (evidence never overwrites)")
-    work = tempfile.mkdtemp(prefix="denpex-evidence-") if as_tar else final
-    os.makedirs(work, exist_ok=True)
-    b = Bundle(final)
+    parent = os.path.dirname(os.path.abspath(final))
+    work = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}.part-", dir=parent)
+    tmp = final + ".part" if as_tar else None
+    try:
+        b = _write(result, work, final, argv, diagnosis_text, snapshot, differential, baseline,
+                   first_warnings, env, roots, redactor())
+        if as_tar:
+            top = os.path.basename(final)[: -len(".tar.gz") if final.endswith(".tar.gz") else -len(".tgz")] \
+                or "evidence"
+            with tarfile.open(tmp, "w:gz") as tar:  # diagnosis.json first: read back without reading the rest
+                tar.add(work, arcname=top, recursive=False)
+                first = ["diagnosis.json", "README.txt"]
+                for rel in first + sorted(x for x in os.listdir(work) if x not in first):
+                    tar.add(os.path.join(work, rel), arcname=f"{top}/{rel}")
+            os.replace(tmp, final)
+            tmp = None
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            os.chmod(work, 0o755 & ~_umask())
+            os.replace(work, final)  # onto an empty folder too
+        return b
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        raise
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+def _write(result, work, final, argv, diagnosis_text, snapshot, differential, baseline, first_warnings,
+           env, roots, red) -> Bundle:
+    b = Bundle(final, ruleset=red.ruleset)
     budget = MAX_BYTES
 
-    def put(rel: str, text: str) -> None:
+    def put(rel: str, text: str | None = None, doc: Any = None) -> None:
         nonlocal budget
+        before = dict(red.counts)
+        if doc is not None:
+            text = json.dumps(red.value(doc), ensure_ascii=False, indent=1) + "\n"
+        else:
+            text = red.text(text or "")
+        found = {k: n - before.get(k, 0) for k, n in red.counts.items() if n - before.get(k, 0)}
+        if found:
+            b.redacted[rel] = ", ".join(f"{n} {k}" for k, n in sorted(found.items()))
         data = text.encode("utf-8", "backslashreplace")  # a lone surrogate (a hostile argv in the snapshot)
         p = os.path.join(work, rel)
         os.makedirs(os.path.dirname(p), exist_ok=True)
@@ -152,7 +256,10 @@ def write_bundle(result, out: str, *, argv: list[str], diagnosis_text: str, snap
             b.left_out.append(f"{who} ({role}, {f.signature}): over the {MAX_BYTES >> 20} MiB cap")
             continue
         try:
-            lo, hi, text = excerpt(f.path, f.line)
+            lo, hi, text = excerpt(f.path, f.line, roots=roots)
+        except Outside as exc:
+            b.left_out.append(f"{who} ({role}): {safe_str(str(exc))}: not copied")
+            continue
         except OSError as exc:
             b.left_out.append(f"{who} ({role}): {safe_str(f.path)} unreadable ({exc.strerror or exc})")
             continue
@@ -166,10 +273,13 @@ def write_bundle(result, out: str, *, argv: list[str], diagnosis_text: str, snap
             if s.ranks != [f.rank] or s.path == f.path or s.kind == "error-json" or f.rank is None:
                 continue
             try:
-                at = _line_at(s.path, f.time)
+                at = _line_at(s.path, f.time, roots)
                 if at is None:
                     continue
-                lo, hi, text = excerpt(s.path, at)
+                lo, hi, text = excerpt(s.path, at, roots=roots)
+            except Outside as exc:
+                b.left_out.append(f"{who} ({role}, other file): {safe_str(str(exc))}: not copied")
+                continue
             except OSError:
                 continue
             other = _NAME.sub("_", os.path.basename(s.path))
@@ -206,26 +316,17 @@ def write_bundle(result, out: str, *, argv: list[str], diagnosis_text: str, snap
         "verify_baseline": baseline.to_json() if baseline is not None else None,
         "left_out": list(b.left_out),
     }
-    put("diagnosis.json", json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
+    put("diagnosis.json", doc=doc)
     put("diagnosis.txt", diagnosis_text)
     if snapshot is not None:
-        probe = {"note": "measured when the bundle was made, on the node named by host: not at failure time",
+        probe = {"note": "measured when the bundle was made, on the node named by host: not at failure time; "
+                         "only the job's own processes",
                  "snapshot": schema.snapshot_to_json(snapshot),
                  "differential": schema.differential_to_json(differential) if differential is not None else None}
-        put("probe.json", json.dumps(probe, ensure_ascii=False, indent=1) + "\n")
+        put("probe.json", doc=probe)
     for rel, (cmd, run) in (env or {}).items():
         put(f"env/{rel}", "$ " + " ".join(cmd) + "\n" + run())
     put("README.txt", _readme(doc, b, snapshot, env))
-    if as_tar:
-        top = os.path.basename(final)[: -len(".tar.gz") if final.endswith(".tar.gz") else -len(".tgz")] or "evidence"
-        tmp = final + ".part"
-        with tarfile.open(tmp, "w:gz") as tar:  # diagnosis.json first: read back without reading the rest
-            tar.add(work, arcname=top, recursive=False)
-            first = ["diagnosis.json", "README.txt"]
-            for rel in first + sorted(x for x in os.listdir(work) if x not in first):
-                tar.add(os.path.join(work, rel), arcname=f"{top}/{rel}")
-        os.replace(tmp, final)
-        shutil.rmtree(work, ignore_errors=True)
     return b
 
 
@@ -259,44 +360,66 @@ def _readme(doc: dict, b: Bundle, snapshot, env) -> str:
               "Whole logs are never copied."]
     if b.left_out:
         lines += ["", "Left out:"] + [f"  {x}" for x in b.left_out]
+    lines += ["", f"Secrets: every file is redacted as it is written ({b.ruleset}); a secret is replaced by "
+              "[redacted: KIND], the rest of its line is kept."]
+    lines += [f"  {rel}: {what}" for rel, what in sorted(b.redacted.items())] or ["  nothing was redacted"]
     return "\n".join(lines) + "\n"
 
 
 # -- reading back -------------------------------------------------------------------------
 
 
+MAX_DOC = 64 << 20  # diagnosis.json read back: bounded before parsing (core/untrusted.py)
+
+
 def _tar_doc(path: str) -> dict | None:
+    from .untrusted import load_json, read_capped
+
     try:
         with tarfile.open(path, "r:gz") as tar:
-            for i, m in enumerate(tar):  # a bundle lists it among its first files; never read a big archive
-                if i > 64:
+            for i, m in enumerate(tar):  # a bundle writes it first: never inflate a big archive to find it
+                if i > 4:
                     return None
                 if m.isfile() and (m.name == "diagnosis.json" or m.name.endswith("/diagnosis.json")) \
-                        and m.name.count("/") <= 1 and m.size < (256 << 20):
+                        and m.name.count("/") <= 1:
+                    if m.size > MAX_DOC:
+                        raise schema.SchemaError(f"{path}: its diagnosis.json is larger than {MAX_DOC >> 20} MiB")
                     fh = tar.extractfile(m)
-                    return json.load(io.TextIOWrapper(fh, encoding="utf-8")) if fh else None
-    except (OSError, tarfile.TarError, ValueError, EOFError):
+                    return load_json(read_capped(fh, MAX_DOC, f"{path}: diagnosis.json"),
+                                     f"{path}: diagnosis.json") if fh else None
+    except (OSError, tarfile.TarError, EOFError, zlib.error):
         return None
     return None
 
 
 def _load(path: str) -> dict | None:
+    """The bundle's diagnosis.json, or None when ``path`` is no bundle; a bundle whose document
+    is too big, too deep or not JSON raises :class:`schema.SchemaError` (one line)."""
+    from .untrusted import load_json, read_capped
+
     if os.path.isdir(path):
         p = os.path.join(path, "diagnosis.json")
         if not os.path.isfile(p):
             return None
         try:
             with open(p, "rb") as fh:
-                return json.loads(fh.read(256 << 20))
-        except (OSError, ValueError):
+                return load_json(read_capped(fh, MAX_DOC, p), p)
+        except OSError:
             return None
     if path.endswith((".tar.gz", ".tgz")) and os.path.isfile(path):
         return _tar_doc(path)
     return None
 
 
-def is_bundle(path: str) -> bool:
-    doc = _load(path)
+def is_bundle(path: str, strict: bool = False) -> bool:
+    """Whether ``path`` is an evidence bundle. A ``diagnosis.json`` too big or too deep to read
+    raises ``ValueError`` (one line) with ``strict``, else makes it no bundle."""
+    try:
+        doc = _load(path)
+    except ValueError:
+        if strict:
+            raise
+        return False
     return isinstance(doc, dict) and doc.get("kind") == KIND
 
 
@@ -324,14 +447,27 @@ class _BundleJob:
     def __init__(self, scan: dict):
         from .job import SourceSummary
 
-        self._sources = [SourceSummary(s["path"], s["kind"], list(s.get("ranks") or []), s.get("node"),
-                                       int(s.get("lines") or 0), int(s.get("bytes") or 0), s.get("error"))
-                         for s in scan.get("sources") or []]
-        self._versions = dict(scan.get("versions") or {})
-        self._markers = [schema.marker_from_json(m) for m in scan.get("markers") or []]
+        w = "bundle source"
+        self._sources = []
+        for s in schema.opt_list(scan, "sources", "bundle scan", dict):
+            ranks = schema.opt_list(s, "ranks", w)
+            if not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+                raise schema.SchemaError(f"{w}: 'ranks' must be a list of integers")
+            self._sources.append(SourceSummary(str(s.get("path") or ""), str(s.get("kind") or "log"), list(ranks),
+                                               schema.opt_str(s, "node", w), schema.opt_int(s, "lines", w) or 0,
+                                               schema.opt_int(s, "bytes", w) or 0, schema.opt_str(s, "error", w)))
+        self._versions = {str(k): str(v) for k, v in schema.opt_dict(scan, "versions", "bundle scan").items()}
+        self._markers = [schema.marker_from_json(m) for m in schema.opt_list(scan, "markers", "bundle scan")]
+        ranks = schema.opt_list(scan, "ranks", "bundle scan")  # the job's own count (older bundles: its sources')
+        if not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+            raise schema.SchemaError("bundle scan: 'ranks' must be a list of integers")
+        self._ranks = sorted(set(ranks) | {r for s in self._sources for r in s.ranks})
 
     def sources(self):
         return list(self._sources)
+
+    def ranks(self):
+        return list(self._ranks)
 
     def versions(self):
         return dict(self._versions)
@@ -348,12 +484,12 @@ def bundle_scan(path: str, catalog):
     from .scan import ScanResult
 
     doc = read_bundle(path)
-    scan = doc.get("scan") or {}
+    scan = schema.opt_dict(doc, "scan", path)
     return ScanResult(
         job=_BundleJob(scan),  # type: ignore[arg-type]
-        findings=[schema.finding_from_json(f) for f in scan.get("findings") or []],
-        incidents=[schema.incident_from_json(i) for i in scan.get("incidents") or []],
-        warnings=[str(w) for w in scan.get("warnings") or []] + [f"read back from the evidence bundle {path} "
+        findings=[schema.finding_from_json(f) for f in schema.opt_list(scan, "findings", path)],
+        incidents=[schema.incident_from_json(i) for i in schema.opt_list(scan, "incidents", path)],
+        warnings=[str(w) for w in schema.opt_list(scan, "warnings", path)] + [f"read back from the evidence bundle {path} "
                                                                 f"(made {doc.get('created')})"],
         catalog=catalog,
     )

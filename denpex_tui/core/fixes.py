@@ -16,6 +16,7 @@ from typing import Any
 from .catalog import Catalog, Signature
 from .commands import RenderedCommand, render_command
 from .job import JobState
+from .jobdir import job_dir, resolve
 from .model import Finding
 
 __all__ = ["FixPanel", "ChecklistRow", "fix_panel", "incident_values"]
@@ -75,7 +76,8 @@ def _path_from_text(text: str) -> str | None:
     return None
 
 
-def incident_values(finding: Finding | None, job: JobState | None) -> dict[str, Any]:
+def incident_values(finding: Finding | None, job: JobState | None,
+                    process_cwd: tuple[int, str] | None = None) -> dict[str, Any]:
     """Placeholder values for one finding (untrusted: rendering refuses and quotes them)."""
     v: dict[str, Any] = {}
     if finding is None:
@@ -140,7 +142,26 @@ def incident_values(finding: Finding | None, job: JobState | None) -> dict[str, 
         v["dir"] = path if path.endswith("/") or path == "/dev/shm" else (os.path.dirname(path) or ".")
     elif v.get("ckpt_dir"):
         v["path"] = v["dir"] = v["ckpt_dir"]
+    _resolve_relative(v, finding, job, process_cwd)
     return v
+
+
+def _resolve_relative(v: dict[str, Any], finding: Finding, job: JobState | None, process_cwd) -> None:
+    """Relative paths of the logs against the job's working directory (core/jobdir.py), never
+    the user's; ``v['relative']`` says what was done (or that the directory is unknown)."""
+    where = job_dir(finding.path, finding.node, job.sources() if job is not None else (), process_cwd)
+    done, left = [], []
+    for k in ("path", "dir", "ckpt_dir", "nvme_path"):
+        p, resolved = resolve(v.get(k), where)
+        if resolved is True:
+            done.append(v[k])
+            v[k] = p
+        elif resolved is False:
+            left.append(v[k])
+    note = where.note(list(dict.fromkeys(done)), list(dict.fromkeys(left)))
+    if note:
+        v["relative"] = note
+        v["job_dir_known"] = not left
 
 
 def _looks_dir(p: str) -> bool:

@@ -29,6 +29,9 @@ from .rankroles import named
 from .timedout import reported_timeout as _reported_timeout
 from .timedout import timed_out_together
 from .timedout import timeout_report as _timeout_report
+from .words import rank as _rank
+from .words import ranks as _ranks_of
+from .words import count, plural, tally
 
 __all__ = ["hang_incident", "launcher_incident", "agent_terminated", "external_stop_incident", "exit_meaning", "EXTERNAL_STOPS",
            "apply_dump_evidence"]
@@ -192,12 +195,12 @@ def launcher_incident(attempt: int, pool: list[Finding], fentries: list[FailureE
     ]
     others = sorted({c[1] for c in ranked[1:] if c[1] is not None and c[1] != rank})
     if others:
-        evidence.append(f"the launcher also reports ranks {_ranges(others)} failing after it")
+        evidence.append(f"the launcher also reports {_ranks_of(others)} failing after it")
     hyps = [{"signature": "proc.killed", "rank": c[1], "path": getattr(c[4], "path", ""), "line": getattr(c[4], "line", 0),
              "time": iso(datetime.fromtimestamp(c[0])) if c[0] else None, "text": c[5][:300],
              "rule": "a later launcher claim"} for c in ranked[1:4] if c[1] != rank]
     who = f"rank {rank}" if rank is not None else "a rank the launcher does not name"
-    summary = f"{who} initiating, per the launcher: {init.title} - cause not in the ranks' own logs"
+    summary = f"{who} initiating: {init.title} - cause not in the ranks' own logs"
     return Incident(attempt, init, [], [], None, "low", evidence, summary, hypotheses=hyps)
 
 
@@ -284,8 +287,8 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
         evidence.append(f"per the launcher, rank {rank} failed first with no error of its own in these logs: "
                         f"{exit_meaning(code, sname)}")
         if timed_out - {None}:
-            evidence.append(f"ranks {_ranges(timed_out)} failed after it, waiting for it (collateral)")
-        summary = f"rank {rank} initiating, per the launcher: {init.title} - {len(collateral)} collateral"
+            evidence.append(f"{_ranks_of(timed_out)} failed after it, waiting for it (collateral)")
+        summary = f"rank {rank} initiating: {init.title} - {tally(len(collateral))}"
         return Incident(attempt, init, collateral, [], None, "medium", evidence, summary)
     missing = sorted(r for r in ranks_seen if r not in timed_out)
     if not missing and not stalls:
@@ -307,7 +310,7 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
                  "rule": "seen in these logs without an error of its own"} for r in missing[:3]]
         others = [_entry(f, [f]) for f in coll if f.rank != first.rank]
         return Incident(attempt, init, _one_per_rank(others), [], None, "low", evidence,
-                        f"rank {first.rank if first.rank is not None else '?'}: {first.title} - the peer that went "
+                        f"{_rank(first.rank)}: {first.title} - the peer that went "
                         "away is not in these logs", hypotheses=hyps)
     if not missing and not stalls and set(ranks_seen) <= timed_out and len(timed_out - {None}) <= 1 and coll:
         # Only the rank(s) that timed out are in these logs: the one that stalled is not.
@@ -316,11 +319,11 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
 
         init = _entry(first, [x for x in coll if x.rank == first.rank])
         evidence.append(
-            f"only rank {first.rank if first.rank is not None else '?'}'s side is in these logs: it failed waiting for "
+            f"only {_rank(first.rank)}'s side is in these logs: it failed waiting for "
             "a peer, and the rank that stalled or failed first is not in these logs (add its log to name it)"
         )
         return Incident(attempt, init, [], [], None, "low", evidence,
-                        f"rank {first.rank}: {first.title} - the rank it waited for is not in these logs")
+                        f"{_rank(first.rank)}: {first.title} - the rank it waited for is not in these logs")
     behind: set[int] = set()
     for f in coll:
         m = _D2.search(f.text)
@@ -346,14 +349,14 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
     if missing:
         if len(missing) == 1:
             evidence.append(
-                f"rank {stalled} is the only rank seen that did not time out; ranks {_ranges(timed_out)} timed out "
+                f"rank {stalled} is the only rank seen that did not time out; {_ranks_of(timed_out)} timed out "
                 "waiting in a collective"
             )
         else:
-            evidence.append(f"ranks {_ranges(missing)} did not time out; rank {stalled} went silent first")
+            evidence.append(f"{_ranks_of(missing)} did not time out; rank {stalled} went silent first")
             confidence = "low" if len(missing) > 2 else "medium"
     elif behind:
-        evidence.append(f"NCCL watchdog: ranks {_ranges(behind)} never enqueued the stuck collective")
+        evidence.append(f"NCCL watchdog: {_ranks_of(behind)} never enqueued the stuck collective")
     elif stalls:
         evidence.append(f"rank {stalled} stopped logging (live stall, silent {stalls.get(stalled, 0):.0f} s)")
     else:
@@ -392,8 +395,9 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
         collateral.append(_entry(cs[0], lst))
     collateral.sort(key=lambda f: (f.rank if f.rank is not None else 1 << 30))
     summary = (
-        f"rank {stalled} initiating: stalled (hang) - {len(collateral)} collateral timed out waiting for it"
-        if stalled is not None
-        else f"hang: {len(collateral)} ranks timed out; the stalled rank could not be identified"
+        f"rank {stalled} initiating: stalled (hang) - {tally(len(collateral))} timed out waiting for it"
+        if collateral and stalled is not None
+        else f"rank {stalled} initiating: stalled (hang)" if stalled is not None
+        else f"hang: {count(len(collateral), 'rank')} timed out; the stalled rank could not be identified"
     )
     return Incident(attempt, init, collateral, [], None, confidence, evidence, summary)

@@ -65,6 +65,7 @@ class ReadProgress:
         self.started = time.monotonic()
         self.ended: float | None = None
         self.cancelled = False
+        self.unknown_only = False  # scan's pass for error-looking lines no detector knows
 
     def cancel(self) -> None:
         """Stop reading (the user quit): what is being read is dropped."""
@@ -119,6 +120,7 @@ def _run(task: _Task, matcher: Matcher, index: bool | str, partial_tail: bool, b
         else:
             last = task.part == task.parts - 1
             stop = box.get("should_stop")
+            unknown_only = box.get("unknown_only", False)
             for off, data in read_chunks(info.path, start=task.start, end=task.end,
                                          partial_tail=partial_tail and last, progress=box):
                 if stop is not None and stop():
@@ -126,7 +128,10 @@ def _run(task: _Task, matcher: Matcher, index: bool | str, partial_tail: bool, b
                 with lock:
                     if box.get("abandoned"):  # the watchdog gave up and kept what we found
                         break
-                    p.feed(data, off)
+                    if unknown_only:
+                        p.feed_unknown(data, off)
+                    else:
+                        p.feed(data, off)
                     if idx is not None:
                         idx.add(chunk_lines(off, data, console=idx.console, year_hint=idx.year_hint, src=info,
                                             times=index != "lines"))
@@ -204,7 +209,23 @@ def _ranges(s: SourceInfo) -> list[_Task]:
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(nice: int, shared) -> None:
+def _die_with_parent(ppid: int) -> None:
+    """A pool worker dies with the scan that forked it (Linux PR_SET_PDEATHSIG): a scan killed
+    in its first second (``kill -TERM``, or SIGKILLed by the detached parent, cli.py) leaves no
+    worker reading on. If the scan is already gone, so is this worker."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+    if os.getppid() != ppid:
+        os._exit(1)
+
+
+def _worker_init(nice: int, shared, ppid: int | None = None) -> None:
+    if ppid is not None:
+        _die_with_parent(ppid)
     _WORKER["shared"] = shared
     if nice:
         try:
@@ -213,9 +234,9 @@ def _worker_init(nice: int, shared) -> None:
             pass
 
 
-def _worker_run(task: _Task, index: bool | str, partial_tail: bool) -> SourceHistory:
+def _worker_run(task: _Task, index: bool | str, partial_tail: bool, unknown_only: bool = False) -> SourceHistory:
     shared = _WORKER.get("shared")
-    box: dict[str, Any] = {}
+    box: dict[str, Any] = {"unknown_only": unknown_only}
     if shared is not None:
         def count(n: int) -> None:
             with shared.get_lock():
@@ -230,11 +251,13 @@ def _worker_run(task: _Task, index: bool | str, partial_tail: bool) -> SourceHis
 
 def read_history(sources: list[SourceInfo], matcher: Matcher, on_source: Callable[[SourceHistory], None], *,
                  index: bool | str = False, partial_tail: bool = True, jobs: int | None = None, polite: bool = False,
-                 io_timeout: float | None = IO_TIMEOUT_S, progress: ReadProgress | None = None) -> None:
+                 io_timeout: float | None = IO_TIMEOUT_S, progress: ReadProgress | None = None,
+                 unknown_only: bool = False) -> None:
     """Read every source's history; ``on_source`` gets each source's result as it completes
     (its ranges joined), in the calling thread. ``index``: also build each file's line index
     (with each line's time when there are several sources to merge)."""
     progress = progress if progress is not None else ReadProgress()
+    progress.unknown_only = unknown_only
     progress.total = sum(s.size for s in sources)
     progress.sources = len(sources)
     n_jobs = jobs or (1 if polite else (os.cpu_count() or 1))
@@ -298,11 +321,23 @@ class _Joiner:
         self.out(acc)
 
 
+def _last_write(task: _Task) -> float:
+    try:
+        return os.stat(task.info.path).st_mtime
+    except OSError:
+        return float("inf")
+
+
 def _serial(tasks, matcher, joiner, index, partial_tail, io_timeout, progress: ReadProgress) -> None:
+    # The rank that failed first usually stopped writing first: its files, read first, make the
+    # diagnosis "so far" right sooner (ranges of one file keep their order).
+    order = sorted(range(len(tasks)), key=lambda i: (_last_write(tasks[i]), i)) if len(tasks) > 1 else [0]
+    tasks = [tasks[i] for i in order] if tasks else tasks
     for task in tasks:
         if progress.cancelled:
             return
-        box: dict[str, Any] = {"read": 0, "lock": threading.Lock(), "should_stop": lambda: progress.cancelled}
+        box: dict[str, Any] = {"read": 0, "lock": threading.Lock(), "should_stop": lambda: progress.cancelled,
+                               "unknown_only": progress.unknown_only}
         progress._boxes.append(box)
         try:
             if not io_timeout:
@@ -361,10 +396,10 @@ def _pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_timeou
     order = sorted(tasks, key=lambda t: -t.size)
     progress._shared = ctx.Value("q", 0)
     pool = ProcessPoolExecutor(max_workers=min(n_jobs, len(order)), initializer=_worker_init,
-                               initargs=(10 if polite else 0, progress._shared), mp_context=ctx)
+                               initargs=(10 if polite else 0, progress._shared, os.getpid()), mp_context=ctx)
     hung = False
     try:
-        futures = {pool.submit(_worker_run, t, index, partial_tail): [t, None] for t in order}
+        futures = {pool.submit(_worker_run, t, index, partial_tail, progress.unknown_only): [t, None] for t in order}
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .frdump import FRDump
 from .frtrace import FRReport, analyse
@@ -23,6 +23,9 @@ from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo, StopMark
 from .pipeline import SourceProcessor
 from .ras import RasReport
 from .text import safe_str
+
+if TYPE_CHECKING:
+    from .firsterror import FirstError
 
 __all__ = ["JobState", "SourceSummary"]
 

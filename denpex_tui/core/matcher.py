@@ -70,6 +70,9 @@ class _Lit:
     sigs: list[Signature]
 
 
+_CACHE_LINES = 512
+
+
 class Matcher:
     def __init__(self, catalog: Catalog, *, error_words: bool = True):
         """``error_words``: also find lines with error words no detector knows (for the report
@@ -91,6 +94,7 @@ class Matcher:
                 key = (text.lower() if ci else text, ci)
                 lits.setdefault(key, _Lit(key[0], ci, []))
         self.error_words = error_words
+        self._cache: dict[str, Detection | None] = {}
         if error_words:
             for w in ERROR_WORDS:
                 lits.setdefault((w, True), _Lit(w, True, []))
@@ -108,7 +112,20 @@ class Matcher:
         return self.prefilter.backend
 
     def detect(self, text: str) -> Detection | None:
-        """The one detection of a prefix-stripped line (see the module's rule), or None."""
+        """The one detection of a prefix-stripped line (see the module's rule), or None. A line
+        repeated verbatim (20 000 identical NCCL WARN lines) is detected once: a small cache by
+        text (the detection is a pure function of it; callers get their own copy of the fields)."""
+        cache = self._cache
+        if text in cache:
+            d = cache[text]
+            return None if d is None else Detection(d.sig, dict(d.fields), d.tier)
+        d = self._detect(text)
+        if len(cache) >= _CACHE_LINES:
+            cache.pop(next(iter(cache)))
+        cache[text] = d
+        return None if d is None else Detection(d.sig, dict(d.fields), d.tier)
+
+    def _detect(self, text: str) -> Detection | None:
         hits: list[Detection] = []
         sig = self.match(text)
         if sig is not None:
@@ -161,7 +178,3 @@ class Matcher:
         hits = [s for s in hits if not (self._refined.get(s.id, set()) & ids)] or hits
         hits.sort(key=lambda s: (_ROLE_ORDER[s.role], _SEV_ORDER[s.severity], -max(len(p.literal) for p in s.patterns)))
         return hits[0]
-
-    def match_all(self, text: str) -> list[Signature]:
-        """Every signature matching the line (for `explain` and tests)."""
-        return [s for s in self.catalog if s.patterns and s.matches(text)]

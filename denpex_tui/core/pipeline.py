@@ -23,6 +23,8 @@ traceback blocks are capped, markers keep first and last occurrences.
 from __future__ import annotations
 
 import re
+
+import re2
 from datetime import datetime
 from typing import Callable
 
@@ -49,6 +51,9 @@ _RANK_MAP = re.compile(r"global_rank_mapping=(\{.*\})")
 _MAX_MARKERS_PER_KEY = 64
 _MAX_UNKNOWN = 5
 _ERROR_WORD = re.compile(r"(?i)\b(?:" + "|".join(re.escape(w) for w in ERROR_WORDS) + r")")
+# the same words over a whole chunk, in RE2 (C speed), for scan's pass over a job nothing known failed in
+_ERROR_WORD_BYTES = re2.compile(rb"(?i)\b(?:" + b"|".join(re.escape(w).encode() for w in ERROR_WORDS) + rb")")
+_UNKNOWN_SATURATED = 2000  # error-looking lines in a row that add nothing new: the rest is more of the same
 _NOT_ERROR_LEVELS = ("info", "debug", "warning")
 
 
@@ -162,6 +167,41 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
             self.record_stop_marks(data, offset)
         self.chunk_end(data)
 
+    def feed_unknown(self, data: bytes, offset: int) -> None:
+        """Scan's second pass over a job in which nothing known failed: only the error-looking
+        lines no detector knows (the first :data:`_MAX_UNKNOWN` of each rank). The prefilter
+        hides no line a detector knows, so lines it did not flag need no detector: each
+        error-word line goes through the door for its level and rank, nothing more; a source
+        whose error lines stopped adding anything new for a while is left (more of the same)."""
+        if getattr(self, "_unknown_quiet", 0) >= _UNKNOWN_SATURATED:
+            self.line_no += data.count(b"\n")
+            self.bytes_read = offset + len(data)
+            return
+        counted, line = 0, self.line_no
+        last_s = -1
+        for m in _ERROR_WORD_BYTES.finditer(data):
+            s = data.rfind(b"\n", 0, m.start()) + 1
+            if s == last_s:
+                continue
+            last_s = s
+            line += data.count(b"\n", counted, s)
+            counted = s
+            e = data.find(b"\n", s)
+            pre = line_facts(data[s:e if e >= 0 else len(data)], self.year_hint)
+            if pre.level in _NOT_ERROR_LEVELS or not _ERROR_WORD.search(pre.text):
+                continue
+            g, local = self._ranks(pre)
+            lst = self.unknown.setdefault((self.attempt, g, local), [])
+            if len(lst) < _MAX_UNKNOWN:
+                lst.append((line + 1, pre.text.strip()[:500]))
+                self._unknown_quiet = 0
+            else:
+                self._unknown_quiet = getattr(self, "_unknown_quiet", 0) + 1
+                if self._unknown_quiet >= _UNKNOWN_SATURATED:
+                    break
+        self.line_no += data.count(b"\n")
+        self.bytes_read = offset + len(data)
+
     def close(self) -> None:
         """End of the source (or a quiet period in live mode): close open tracebacks and an
         unterminated failure report (an excerpt that stops before its closing border)."""
@@ -170,9 +210,6 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
         if self.fb_active:
             self._fb_finish()
         self.fb_active = False
-
-    def close_stale(self) -> None:
-        self.close()
 
     # -- lines ----------------------------------------------------------------------------
 

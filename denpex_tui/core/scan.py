@@ -43,6 +43,17 @@ class ScanResult:
         return (sum(1 for r in self.job.results.values() if not r.errors or r.bytes)
                 + len(getattr(self.job, "dumps", {})) + len(getattr(self.job, "ras", {})))
 
+    def nothing_read(self, paths: list[str]) -> str:
+        """Why nothing could be read, as one line: the problem itself when there is one (``x: no
+        such file or directory``), else the first of them and how many more."""
+        why = [w for w in self.warnings if not w.startswith(_NO_LOGS)] or list(self.warnings)
+        if len(why) == 1:
+            return why[0]
+        head = "nothing could be read in " + ", ".join(paths)
+        if not why:
+            return head
+        return f"{head}: {why[0]}" + (f" (+{len(why) - 1} more)" if len(why) > 1 else "")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
@@ -55,6 +66,9 @@ class ScanResult:
                 {**u, "path": safe_str(u["path"])} for u in self.job.unknown_lines()],
             "warnings": list(self.warnings),
         }
+
+
+_NO_LOGS = "no log files found in "
 
 
 EVIDENCE_KINDS = ("fr-dump", "ras")
@@ -95,14 +109,14 @@ def read_evidence(path: str, kind: str, job: JobState, warnings: list[str]) -> b
 
 
 def _results(sources: list[SourceInfo], matcher: Matcher, job: JobState, *, jobs: int | None, polite: bool,
-             io_timeout: float | None) -> None:
+             io_timeout: float | None, unknown_only: bool = False) -> None:
     """Every source's history through the pipeline, into the job (closed: the job is finished)."""
 
     def add(h: SourceHistory) -> None:
         h.processor.close()
         job.add(ProcessorResult.of(h.processor))
 
-    read_history(sources, matcher, add, jobs=jobs, polite=polite, io_timeout=io_timeout)
+    read_history(sources, matcher, add, jobs=jobs, polite=polite, io_timeout=io_timeout, unknown_only=unknown_only)
 
 
 def _parse_since(since: str | None) -> datetime | None:
@@ -130,13 +144,25 @@ def scan_paths(
     since: str | None = None,
     polite: bool = False,
     io_timeout: float | None = IO_TIMEOUT_S,
+    confine=None,
 ) -> ScanResult:
-    """Scan ``paths`` (files, directories, globs) as one job."""
+    """Scan ``paths`` (files, directories, globs) as one job. ``confine(path)``: why a
+    discovered file must not be read (an evidence bundle takes nothing from outside the job's
+    tree), or None; such files are left out with that warning."""
     t0 = time.perf_counter()
     since_dt = _parse_since(since)
     catalog = catalog or load_catalog(signature_dirs, include_user=include_user)
     matcher = Matcher(catalog, error_words=False)
     disc, warnings = _discover(paths, io_timeout)
+    if confine is not None:
+        kept = []
+        for s in disc.sources:
+            why = confine(s.path)
+            if why:
+                warnings.append(why)
+            else:
+                kept.append(s)
+        disc.sources[:] = kept
     warnings += [f"signatures: {p}" for p in catalog.problems]
     job = JobState()
     evidence = [s for s in disc.sources if s.kind in EVIDENCE_KINDS]
@@ -152,8 +178,8 @@ def scan_paths(
         # Nothing known failed: read again for error-looking lines no detector knows, so the
         # report can show them instead of "No failure found" (a second pass only in this case).
         unknown = JobState()
-        _results([s for s in disc.sources if s.kind != "error-json"], Matcher(catalog), unknown, jobs=jobs,
-                 polite=polite, io_timeout=io_timeout)
+        _results([s for s in disc.sources if s.kind != "error-json"], matcher, unknown, jobs=jobs,
+                 polite=polite, io_timeout=io_timeout, unknown_only=True)
         for key, r in unknown.results.items():
             cur = job.results.get(key)
             if cur is not None:
@@ -175,7 +201,7 @@ def scan_paths(
 
         findings = [f for f in findings if after(f)]
     if not disc.sources and not evidence:
-        warnings.append("no log files found in " + ", ".join(paths))
+        warnings.append(_NO_LOGS + ", ".join(paths))
     return ScanResult(
         job=job,
         findings=findings,

@@ -73,10 +73,51 @@ def json_value(v: Any) -> Any:
     return str(v)
 
 
+def opt_int(j: dict, key: str, what: str = "") -> int | None:
+    """``j[key]`` as an int, or None when absent/null; anything else (a string, a bool, an
+    object) is a :class:`SchemaError`: a bundle is untrusted input."""
+    v = j.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise SchemaError(f"{what or 'document'}: {key!r} must be an integer, not {type(v).__name__}")
+    return v
+
+
+def opt_str(j: dict, key: str, what: str = "") -> str | None:
+    v = j.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise SchemaError(f"{what or 'document'}: {key!r} must be a string, not {type(v).__name__}")
+    return v
+
+
+def opt_list(j: dict, key: str, what: str = "", item=None) -> list:
+    v = j.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list) or (item is not None and not all(isinstance(x, item) for x in v)):
+        raise SchemaError(f"{what or 'document'}: {key!r} must be a list"
+                          + (f" of {item.__name__ if isinstance(item, type) else 'values'}" if item else ""))
+    return v
+
+
+def opt_dict(j: dict, key: str, what: str = "") -> dict:
+    v = j.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise SchemaError(f"{what or 'document'}: {key!r} must be an object, not {type(v).__name__}")
+    return v
+
+
 def _time(j: dict, key: str = "time") -> datetime | None:
     s = j.get(key + "_full") or j.get(key)
     if not s:
         return None
+    if not isinstance(s, str):
+        raise SchemaError(f"{key}: {type(s).__name__} is not an ISO time")
     try:
         return datetime.fromisoformat(s)
     except (TypeError, ValueError):
@@ -112,7 +153,11 @@ def finding_to_json(f: Finding) -> dict[str, Any]:
 def finding_from_json(j: dict[str, Any]) -> Finding:
     if not isinstance(j, dict):
         raise SchemaError("finding: not a JSON object")
+    w = "finding"
     try:
+        spans = tuple(tuple(x) for x in opt_list(j, "spans", w, list))
+        if not all(len(x) == 2 and all(isinstance(n, int) and not isinstance(n, bool) for n in x) for x in spans):
+            raise SchemaError("finding: 'spans' must be pairs of integers")
         return Finding(
             signature=str(j["signature"]),
             title=str(j.get("title") or ""),
@@ -121,35 +166,37 @@ def finding_from_json(j: dict[str, Any]) -> Finding:
             phase=str(j.get("phase") or "any"),
             family=str(j.get("family") or str(j["signature"]).split(".", 1)[0]),
             path=str(j.get("path") or ""),
-            line=int(j.get("line") or 0),
-            text_line=int(j.get("text_line") or j.get("line") or 0),
-            offset=int(j.get("offset") or 0),
+            line=opt_int(j, "line", w) or 0,
+            text_line=opt_int(j, "text_line", w) or opt_int(j, "line", w) or 0,
+            offset=opt_int(j, "offset", w) or 0,
             text=str(j.get("text") or ""),
             raw_text=str(j.get("raw_text") or ""),
-            rank=j.get("rank"),
-            local_rank=j.get("local_rank"),
-            node_key=j.get("node_key"),
-            node=j.get("node"),
-            host=j.get("host"),
-            attempt=int(j.get("attempt") or 0),
+            rank=opt_int(j, "rank", w),
+            local_rank=opt_int(j, "local_rank", w),
+            node_key=opt_str(j, "node_key", w),
+            node=opt_str(j, "node", w),
+            host=opt_str(j, "host", w),
+            attempt=opt_int(j, "attempt", w) or 0,
             time=_time(j),
-            time_text=j.get("time_text"),
+            time_text=opt_str(j, "time_text", w),
             time_approx=bool(j.get("time_approx")),
-            count=int(j.get("count") or 1),
-            priority=int(j.get("priority", 3)),
-            source_order=int(j.get("source_order") or 0),
-            exc_type=j.get("exception"),
-            origin_frame=j.get("origin_frame"),
-            traceback_start=j.get("traceback_start"),
-            chained=list(j.get("chained") or []),
-            extra=dict(j.get("extra") or {}),
-            fields=dict(j.get("fields") or {}),
+            count=opt_int(j, "count", w) or 1,
+            priority=3 if j.get("priority") is None else opt_int(j, "priority", w),
+            source_order=opt_int(j, "source_order", w) or 0,
+            exc_type=opt_str(j, "exception", w),
+            origin_frame=opt_str(j, "origin_frame", w),
+            traceback_start=opt_int(j, "traceback_start", w),
+            chained=[str(x) for x in opt_list(j, "chained", w)],
+            extra=dict(opt_dict(j, "extra", w)),
+            fields=dict(opt_dict(j, "fields", w)),
             builtin=bool(j.get("builtin", True)),
-            spans=tuple(tuple(s) for s in j.get("spans") or ()),
+            spans=spans,
         )
     except KeyError as exc:
         raise SchemaError(f"finding: missing {exc.args[0]!r}") from None
     except (TypeError, ValueError) as exc:
+        if isinstance(exc, SchemaError):
+            raise
         raise SchemaError(f"finding: {exc}") from None
 
 
@@ -171,20 +218,24 @@ def incident_to_json(inc: Incident) -> dict[str, Any]:
 def incident_from_json(j: dict[str, Any]) -> Incident:
     if not isinstance(j, dict):
         raise SchemaError("incident: not a JSON object")
+    w = "incident"
     ini = j.get("initiating")
+    fw = j.get("first_warning")
+    if fw is not None and not isinstance(fw, dict):
+        raise SchemaError("incident: 'first_warning' must be an object")
     return Incident(
-        attempt=int(j.get("attempt") or 0),
+        attempt=opt_int(j, "attempt", w) or 0,
         initiating=finding_from_json(ini) if ini else None,
-        collateral=[finding_from_json(x) for x in j.get("collateral") or []],
-        same_cause=[finding_from_json(x) for x in j.get("same_cause") or []],
-        first_warning=j.get("first_warning"),
+        collateral=[finding_from_json(x) for x in opt_list(j, "collateral", w)],
+        same_cause=[finding_from_json(x) for x in opt_list(j, "same_cause", w)],
+        first_warning=fw,
         confidence=str(j.get("confidence") or ""),
-        evidence=[str(e) for e in j.get("evidence") or []],
+        evidence=[str(e) for e in opt_list(j, "evidence", w)],
         summary=str(j.get("summary") or ""),
-        unmapped=[str(u) for u in j.get("unmapped") or []],
+        unmapped=[str(u) for u in opt_list(j, "unmapped", w)],
         logs_alone=str(j["logs_alone"]) if j.get("logs_alone") else None,
         collectives=j.get("collectives") if isinstance(j.get("collectives"), dict) else None,
-        hypotheses=[dict(h) for h in j.get("hypotheses") or [] if isinstance(h, dict)],
+        hypotheses=[dict(h) for h in opt_list(j, "hypotheses", w) if isinstance(h, dict)],
     )
 
 
@@ -207,9 +258,15 @@ def marker_to_json(m: Marker) -> dict[str, Any]:
 
 
 def marker_from_json(j: dict[str, Any]) -> Marker:
+    if not isinstance(j, dict):
+        raise SchemaError("marker: not a JSON object")
+    w = "marker"
     try:
-        return Marker(str(j["signature"]), str(j["path"]), int(j["line"]), str(j["text"]), j.get("rank"),
-                      j.get("local_rank"), j.get("node_key"), int(j.get("attempt") or 0), _time(j))
+        return Marker(str(j["signature"]), str(j["path"]), opt_int(j, "line", w) or 0, str(j["text"]),
+                      opt_int(j, "rank", w), opt_int(j, "local_rank", w), opt_str(j, "node_key", w),
+                      opt_int(j, "attempt", w) or 0, _time(j))
+    except SchemaError:
+        raise
     except (KeyError, TypeError, ValueError) as exc:
         raise SchemaError(f"marker: {exc}") from None
 

@@ -12,9 +12,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
+import stat
 import struct
 import zipfile
 from statistics import median
@@ -23,42 +23,75 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .checkpoints import CheckpointTag
 
-__all__ = ["SMALL", "TEMP", "file_problem", "walk", "check_files", "peer_sizes", "across_tags"]
+__all__ = ["SMALL", "TEMP", "NotRegular", "open_regular", "file_problem", "walk", "check_files", "peer_sizes",
+           "across_tags"]
 
 SMALL = 0.5  # a shard under half the size of its peers (or of itself in other tags) is suspect
 TEMP = re.compile(r"(?:\.tmp(?![a-z0-9])|\.part$|\.partial$|\.incomplete$|^tmp[-_.]|^\.~|\.lock$)", re.I)
 _ZIPPED = (".pt", ".pth", ".bin", ".ckpt")
 
 
+class NotRegular(OSError):
+    """A FIFO, device or socket where a file was expected (opening a FIFO for reading blocks)."""
+
+
+def open_regular(path: str):
+    """``open(path, "rb")`` that never blocks on a FIFO (or a device): refused unless it is a
+    regular file. A hostile folder can hold a FIFO named ``latest`` or ``trainer_state.json``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegular(0, "not a regular file (a FIFO, device or socket)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+_SAFETENSORS_HEADER_MAX = 100 << 20
+NOT_REGULAR = -2  # walk()'s size of a FIFO, device or socket
+
+
 def file_problem(path: str, size: int) -> str | None:
+    """One line saying what is wrong with a shard's header, or None. Headers are untrusted:
+    a safetensors header that is a JSON list, nested without end, or lists absurd offsets is
+    "damaged header", never an error of ours."""
+    from .untrusted import load_json
+
     name = os.path.basename(path)
     if size == 0:
         return f"{name}: empty file (0 bytes)"
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             head = fh.read(8)
             if name.endswith(".safetensors"):
                 if len(head) < 8:
                     return f"{name}: shorter than a safetensors header"
                 (n,) = struct.unpack("<Q", head)
-                if n > min(size - 8, 100 << 20):
+                if n > min(size - 8, _SAFETENSORS_HEADER_MAX):
                     return f"{name}: truncated (header of {n} bytes in a {size}-byte file)"
-                meta = json.loads(fh.read(n))
-                end = max((v["data_offsets"][1] for k, v in meta.items() if k != "__metadata__"), default=0)
+                meta = load_json(fh.read(n), name)
+                if not isinstance(meta, dict):
+                    raise ValueError("not an object")
+                end = max((int(v["data_offsets"][1]) for k, v in meta.items() if k != "__metadata__"), default=0)
                 if 8 + n + end > size:
                     return f"{name}: truncated ({size} bytes, its header needs {8 + n + end})"
             elif name.endswith(_ZIPPED) and head[:2] == b"PK":
                 try:
-                    with zipfile.ZipFile(path) as z:  # reads the central directory only
+                    fh.seek(0)
+                    with zipfile.ZipFile(fh) as z:  # reads the central directory only
                         infos = z.infolist()
                     last = max((i.header_offset + i.compress_size for i in infos), default=0)
                     if last > size:
                         return f"{name}: truncated (its zip directory points past the end)"
                 except zipfile.BadZipFile:
                     return f"{name}: truncated or damaged (no zip directory at its end)"
+    except NotRegular:
+        return f"{name}: not a regular file (a FIFO, device or socket)"
     except OSError as exc:
         return f"{name}: unreadable ({exc.strerror or exc})"
-    except (ValueError, KeyError, TypeError, IndexError):
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError, OverflowError):
         return f"{name}: damaged header"
     return None
 
@@ -70,7 +103,8 @@ def walk(path: str) -> dict[str, int]:
         for n in sorted(filenames):
             p = os.path.join(dirpath, n)
             try:
-                out[os.path.relpath(p, path)] = os.stat(p).st_size
+                st = os.stat(p)
+                out[os.path.relpath(p, path)] = st.st_size if stat.S_ISREG(st.st_mode) else NOT_REGULAR
             except OSError:
                 out[os.path.relpath(p, path)] = -1
     return out
@@ -80,7 +114,9 @@ def check_files(t: CheckpointTag) -> None:
     t.files = walk(t.path)
     for rel, size in t.files.items():
         base = os.path.basename(rel)
-        if size < 0:
+        if size == NOT_REGULAR:
+            t.problems.append(f"{rel}: not a regular file (a FIFO, device or socket)")
+        elif size < 0:
             t.problems.append(f"{rel}: cannot be read")
         elif TEMP.search(base):
             t.problems.append(f"{rel}: temporary/staging file left by an interrupted save")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from .model import FailureEntry, Finding, Incident
+from .words import ranks
 
 __all__ = ["AttemptRow", "Story", "job_story"]
 
@@ -56,27 +57,43 @@ def _launcher_note(root: Incident, entries: list[FailureEntry]) -> str | None:
     if not named:
         return None
     r = named[0]
-    who = f"rank {r}" if len(named) == 1 else "ranks " + ", ".join(str(n) for n in named)
     theirs = next((c for c in root.collateral if c.rank == r), None)
     mine = _when(init)
-    own = "went silent" if "stall" in init.signature or "hang" in init.signature else "'s own error"
-    mine_txt = (f" after rank {init.rank} went silent (its last line at {mine})" if own == "went silent"
-                else f" after rank {init.rank}'s own error" + (f" at {mine}" if mine else ""))
+    silent = "stall" in init.signature or "hang" in init.signature
+    event = f"rank {init.rank} went silent" if silent else f"rank {init.rank}'s own error"
     per = init.fields.get("per")
     if per in ("Flight Recorder dumps", "NCCL RAS"):
         verdict = init.extra.get("verdict") or init.title
         why = f"the {per} show it: {verdict}" if per.startswith("F") else f"NCCL RAS names it: {verdict}"
         if theirs is not None:
-            why += f"; rank {r} failed of the consequence ({theirs.title})"
+            why += f"; rank {r}'s failure was a consequence ({theirs.title})"
     elif theirs is not None:
-        why = f"rank {r} failed of the consequence ({theirs.title}"
-        why += f", at {_when(theirs)})" if _when(theirs) else ")"
-        why += mine_txt
+        why = f"rank {r}'s failure ({theirs.title}"
+        if _skewed(theirs, init):
+            # the two nodes' clocks disagree and their logged times are in the other order: the
+            # sentence says first that the order is the corrected one, then the times as logged
+            why += (f") came after {event} once the nodes' clocks are corrected (as logged: rank {r} at "
+                    f"{_when(theirs)} on {theirs.node or 'its node'}, rank {init.rank} at {mine} on "
+                    f"{init.node or 'its node'}; see the clock note)")
+        else:
+            at = (f" (its last line at {mine})" if silent else f" at {mine}") if mine else ""
+            why += (f", at {_when(theirs)})" if _when(theirs) else ")") + f" was a consequence: it came after {event}{at}"
     elif mine:
         why = f"rank {init.rank}'s own log shows the first failure, at {mine}"
     else:
         why = f"rank {init.rank}'s own log shows the failure; the launcher names the first process it saw exit"
-    return f"torchrun's Root Cause names {who}; Denpex says rank {init.rank} because {why}"
+    return f"torchrun's Root Cause names {ranks(named)}; Denpex says rank {init.rank} because {why}"
+
+
+def _skewed(later: Finding, first: Finding) -> bool:
+    """Two findings on two nodes whose logged times are in the other order than the one the
+    triage decided on (after correcting the nodes' clocks)."""
+    if later.node_key == first.node_key or not isinstance(later.time, datetime) or not isinstance(first.time, datetime):
+        return False
+    try:
+        return later.time < first.time
+    except TypeError:  # one aware, one naive
+        return False
 
 
 def job_story(incidents: list[Incident], failure_entries: list[FailureEntry] | None = None,

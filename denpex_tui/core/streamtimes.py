@@ -22,9 +22,9 @@ from datetime import datetime
 
 import numpy as np
 
-from .lines.chunk import console_tags, line_starts, stream_labels
+from .lines.chunk import console_tags, line_starts, stream_labels, text_ranks
 from .lines.facts import LineFacts, line_facts
-from .lines.times import chunk_times
+from .lines.times import chunk_times, line_time
 from .model import LastLine
 
 __all__ = ["StreamTimesMixin", "WINDOW_LINES", "WINDOW_BYTES", "FIRST_LINES"]
@@ -38,11 +38,12 @@ _WALK = 2000  # lines walked back from a chunk's end before the numpy pass
 class _Ctx:
     """One chunk's view for earlier-time lookups: the recent bytes before it, then the chunk."""
 
-    __slots__ = ("buf", "base", "cursor", "by_key", "any")
+    __slots__ = ("buf", "base", "cursor", "by_key", "any", "starts")
 
     def __init__(self, recent: bytes, data: bytes) -> None:
         self.buf = recent + data if recent else data
         self.base = len(recent)
+        self.starts = line_starts(self.buf if self.buf.endswith(b"\n") else self.buf + b"\n")
         self.cursor = 0  # lines before this position were read
         self.by_key: dict = {}  # stream -> (time, line start)
         self.any: tuple[datetime, int] | None = None
@@ -84,12 +85,8 @@ class StreamTimesMixin:
             self._chunk = data
         buf = ctx.buf
         p = ctx.base + s
-        lo = p
-        for _ in range(WINDOW_LINES):
-            if lo <= 0 or p - lo >= WINDOW_BYTES:
-                break
-            lo = buf.rfind(b"\n", 0, lo - 1) + 1
-        lo = max(lo, p - WINDOW_BYTES)
+        i = int(np.searchsorted(ctx.starts, p, side="left"))  # the line at p (p is a line start)
+        lo = max(int(ctx.starts[max(0, i - WINDOW_LINES)]), p - WINDOW_BYTES)
         pos = max(ctx.cursor, lo)
         if pos > ctx.cursor and pos > 0 and buf[pos - 1:pos] != b"\n":
             pos = buf.find(b"\n", pos) + 1 or p
@@ -97,7 +94,7 @@ class StreamTimesMixin:
             nl = buf.find(b"\n", pos, p)
             if nl < 0:
                 nl = p
-            if nl > pos:
+            if nl > pos and line_time(buf[pos:nl], self.year_hint) is not None:  # the time first: cheap
                 pre = line_facts(buf[pos:nl], self.year_hint)
                 if pre.time is not None:
                     ctx.by_key[self.stream_of(pre)] = (pre.time, pos)
@@ -124,10 +121,10 @@ class StreamTimesMixin:
             if nl < 0:
                 return
             self._first_left -= 1
-            pre = line_facts(data[pos:nl], self.year_hint)
+            stamp = line_time(data[pos:nl], self.year_hint)  # the door's time rule, without the rest
             pos = nl + 1
-            if pre.time is not None:
-                self.first_time = pre.time
+            if stamp is not None:
+                self.first_time = stamp.dt
                 self._first_left = 0
                 return
 
@@ -149,8 +146,8 @@ class StreamTimesMixin:
         done_lines: list[tuple[LineFacts, int, int]] = []  # (facts, start, lines after it)
         walked_all = True
         want = 1
-        if console:  # the streams the chunk's labels name (C speed), else one the text names
-            want = len(stream_labels(data)) or 1
+        if console:  # the streams the chunk's labels name (C speed), else those its lines' own tags name
+            want = len(stream_labels(data)) or max(1, len(text_ranks(data)))  # (a DeepSpeed console: [rank1/2])
         for _ in range(_WALK):
             if pos <= 0:
                 break
@@ -158,7 +155,7 @@ class StreamTimesMixin:
             raw = data[start:pos]
             pos = start - 1
             lines_after += 1
-            if not raw:
+            if not raw or line_time(raw, self.year_hint) is None:
                 continue
             pre = line_facts(raw, self.year_hint)
             if pre.time is None or pre.launcher:

@@ -24,6 +24,8 @@ from .model import Finding, Incident, LastLine
 from .ranks import rank_entry as _entry
 from .ranks import rank_ranges
 from .rankroles import named
+from .words import plural, tally
+from .words import ranks as _ranks_of
 
 __all__ = ["reported_timeout", "timed_out_together", "timeout_report", "as_timeout"]
 
@@ -83,9 +85,10 @@ def reported_timeout(attempt, coll: list[Finding], catalog: Catalog) -> Incident
         "read the Flight Recorder dumps (python -m torch.distributed.flight_recorder.fr_trace DUMP_DIR)",
     ]
     if told:
-        evidence.append(f"ranks {rank_ranges(told)} were told of the timeout or timed out after it (collateral)")
+        evidence.append(f"{_ranks_of(told)} {plural(len(told), 'was', 'were')} told of the timeout or timed out "
+                        "after it (collateral)")
     collateral = _one_per_rank([_entry(x, [x]) for x in coll if x.rank != rank])
-    summary = (f"rank {rank} first to detect: {init.title} - {len(collateral)} collateral; "
+    summary = (f"rank {rank} first to detect: {init.title} - {tally(len(collateral))}; "
                "no rank failed before it")
     return Incident(attempt, init, collateral, [], None, "low", evidence, summary)
 
@@ -116,7 +119,7 @@ def timed_out_together(attempt, coll: list[Finding], lasts: dict[int, LastLine],
     init.role = "initiating"
     ranks = sorted({f.rank for f in waited})
     evidence = [
-        f"ranks {rank_ranges(ranks)} all timed out waiting in a collective and no rank failed before: the rank "
+        f"{_ranks_of(ranks)} all timed out waiting in a collective and no rank failed before: the rank "
         "they waited for is not in these logs, or printed nothing",
         f"rank {first.rank} reported the timeout first; it is a victim of the wait like the others, not the "
         "cause: the rank that never entered the collective prints no timeout (add its log; compare 'last "
@@ -124,6 +127,6 @@ def timed_out_together(attempt, coll: list[Finding], lasts: dict[int, LastLine],
     ]
     collateral = _one_per_rank([_entry(x, [y for y in coll if y.rank == x.rank]) for x in coll if x.rank != first.rank])
     collateral.sort(key=lambda f: f.rank if f.rank is not None else 1 << 30)
-    summary = (f"rank {first.rank} first to report: {init.title} - {len(collateral)} collateral; no rank failed "
+    summary = (f"rank {first.rank} first to report: {init.title} - {tally(len(collateral))}; no rank failed "
                "before it, the rank they waited for is not in these logs")
     return Incident(attempt, init, collateral, [], None, "low", evidence, summary)

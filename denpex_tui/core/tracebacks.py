@@ -24,6 +24,9 @@ __all__ = ["TracebackMixin", "TB_HEADER", "ORIG_TB_HEADER"]
 _TB = ANCHORS["traceback"]
 _ORIG_TB = "Original Traceback (most recent call last):"
 _CHAIN = (ANCHORS["chain-during"], ANCHORS["chain-cause"])
+# CPython folds a recursion's frames: "  [Previous line repeated 996 more times]" is a frame line
+# (traceback.py _RECURSIVE_CUTOFF), not the exception.
+_REPEATED = re.compile(r"^\s*\[Previous line repeated \d+ more times?\]\s*$")
 _EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::(?: |$)|$)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<func>.+)$')
 _MAX_BLOCK_LINES = 400
@@ -120,7 +123,7 @@ class TracebackMixin:
             if m:
                 b.origin_frame = stripped
                 return True
-            if not stripped or text.startswith("    ") or set(stripped) <= set("^~ "):
+            if not stripped or text.startswith("    ") or set(stripped) <= set("^~ ") or _REPEATED.match(text):
                 return True
             mexc = _EXC_LINE.match(stripped)
             exc_type = mexc.group("type") if mexc else stripped.split(":", 1)[0][:80]

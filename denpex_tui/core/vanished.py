@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from .model import Finding, Incident, LastLine, StopMark
 from .ranks import rank_entry as _entry
 from .ranks import rank_ranges
+from .words import tally
 
 __all__ = ["vanished_incident", "silent_collateral", "stop_order", "TIME_MARGIN", "StopOrder"]
 
@@ -169,8 +170,7 @@ def vanished_incident(a) -> Incident | None:
     how = {"progress": "its progress stopped first", "time": "its log stopped first",
            "only-silent": "the only rank that did not report losing a peer",
            "tie": "one of the silent ranks"}[order.how or "tie"]
-    summary = (f"rank {s} initiating: died without a word ({how}) - {len(collateral)} collateral lost their "
-               "peer or stopped with the job")
+    summary = f"rank {s} initiating: died without a word ({how}) - {tally(len(collateral))}"
     return Incident(a.attempt, init, collateral, [], None, confidence, evidence, summary, hypotheses=hyps)
 
 

@@ -1,10 +1,12 @@
 """``denpex verify``: repeat the run after the fix and require the signature to be gone.
 
-Passes only when both hold:
+Passes only when all hold:
 
-1. the rerun got at least as far as the failing run: every rank of the rerun reached the step
+1. the rerun is the same job: as many ranks as the failing run (a rerun on 1 rank of a 2-rank
+   job did not repeat the same input, whatever its logs say);
+2. the rerun got at least as far as the failing run: every rank of the rerun reached the step
    (read from the logs, :mod:`progress`) at which the signature appeared before;
-2. the signature is absent on every rank of the rerun.
+3. the signature is absent on every rank of the rerun.
 
 The failing run's side (the baseline: which signatures, at which step) comes from an evidence
 bundle (``--from BUNDLE``), from the failing run's own logs (``--from PATH``), or from
@@ -20,6 +22,7 @@ from typing import Any
 from .model import Finding
 from .progress import read_progress
 from .text import safe_str
+from .words import count
 
 __all__ = ["Baseline", "VerifyResult", "VerifyError", "rank_progress", "baseline_from_scan", "verify"]
 
@@ -42,8 +45,21 @@ class Baseline:
 
     @classmethod
     def from_json(cls, j: dict[str, Any], source: str) -> "Baseline":
-        return cls([str(s) for s in j.get("signatures") or []], j.get("step"), list(j.get("where") or []),
-                   j.get("ranks"), source)
+        """From a bundle (untrusted): every field's type is checked (one-line ``SchemaError``)."""
+        from .schema import SchemaError, opt_int, opt_list
+
+        what = f"{source}: verify_baseline"
+        if not isinstance(j, dict):
+            raise SchemaError(f"{what}: not a JSON object")
+        sigs = opt_list(j, "signatures", what, str)
+        if not sigs:
+            raise SchemaError(f"{what}: names no signature")
+        where = opt_list(j, "where", what, dict)
+        for w in where:
+            opt_int(w, "rank", what)
+            opt_int(w, "step", what)
+            opt_int(w, "line", what)
+        return cls([str(s) for s in sigs], opt_int(j, "step", what), list(where), opt_int(j, "ranks", what), source)
 
 
 @dataclass
@@ -54,10 +70,11 @@ class VerifyResult:
     reached: bool | None
     ranks: int
     notes: list[str] = field(default_factory=list)
+    same_job: bool = True  # as many ranks as the failing run (when it says how many)
 
     @property
     def ok(self) -> bool:
-        return not self.still and self.reached is True
+        return not self.still and self.reached is True and self.same_job
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,7 +83,7 @@ class VerifyResult:
             "baseline": self.baseline.to_json(),
             "still_there": [{"signature": f.signature, "rank": f.rank, "path": safe_str(f.path), "line": f.line,
                              "text": f.text} for f in self.still],
-            "rerun": {"ranks": self.ranks, "steps": {str(k): v for k, v in sorted(self.steps.items())},
+            "rerun": {"ranks": self.ranks, "same_job": self.same_job, "steps": {str(k): v for k, v in sorted(self.steps.items())},
                       "min_step": _min_step(self.steps), "reached": self.reached},
             "notes": list(self.notes),
         }
@@ -102,6 +119,9 @@ def baseline_from_scan(result, signatures: list[str] | None, source: str) -> Bas
         if not signatures:
             raise VerifyError(f"{source}: no failure found there to verify against (give SIGNATURE)")
     hits = [f for f in result.findings if f.signature in set(signatures)]
+    # the diagnosis' own initiating finding (a launcher's 'killed by SIGKILL' is made by triage)
+    hits += [i.initiating for i in result.incidents if i.initiating is not None
+             and i.initiating.signature in set(signatures) and i.initiating not in hits]
     if not hits:
         raise VerifyError(f"{source}: the failing run does not show {', '.join(signatures)}")
     progs = rank_progress(result)
@@ -147,6 +167,8 @@ def verify(result, baseline: Baseline) -> VerifyResult:
             notes.append("not as far as the failing run (step " + str(baseline.step) + "): "
                          + ", ".join(f"rank {r} at {'no step' if s is None else 'step ' + str(s)}"
                                      for r, s in sorted(lagging.items())))
-    if baseline.ranks and ranks and len(ranks) != baseline.ranks:
-        notes.append(f"the rerun has {len(ranks)} ranks, the failing run had {baseline.ranks}")
-    return VerifyResult(baseline, still, steps, reached, len(ranks), notes)
+    same_job = not (baseline.ranks and ranks and len(ranks) != baseline.ranks)
+    if not same_job:
+        notes.append(f"not the same job: the rerun has {count(len(ranks), 'rank')}, the failing run had "
+                     f"{baseline.ranks}; a rerun must repeat the same job to prove the fix")
+    return VerifyResult(baseline, still, steps, reached, len(ranks), notes, same_job)

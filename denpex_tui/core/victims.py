@@ -27,6 +27,8 @@ import re
 from .model import Finding, Incident
 from .ranks import rank_entry as _entry
 from .ranks import rank_ranges
+from .words import rank as _rank
+from .words import tally
 
 __all__ = ["slow_cause", "collective_start", "BEFORE", "AFTER"]
 
@@ -138,7 +140,7 @@ def _slow_save_incident(a, inc: Incident, waited: list[int], s0: float, f0: Find
     hyps = [{"signature": inc.initiating.signature, "rank": inc.initiating.rank, "path": inc.initiating.path,
              "line": inc.initiating.line, "time": None, "text": inc.initiating.text[:300],
              "rule": "a victim: it timed out waiting while the save ran"}]
-    summary = (f"rank {m.rank if m.rank is not None else '?'} initiating: slow in a checkpoint save - "
-               f"{len(collateral)} collateral timed out waiting for it")
+    summary = (f"{_rank(m.rank, 'the saving rank (its line names none)')} initiating: slow in a checkpoint save - "
+               f"{tally(len(collateral))} timed out waiting for it")
     return Incident(a.attempt, init, collateral, [], None, "medium" if m.rank is not None else "low",
                     evidence, summary, hypotheses=hyps + inc.hypotheses)

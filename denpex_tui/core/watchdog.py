@@ -8,36 +8,21 @@ kernel, harmlessly, until the process exits.
 
 from __future__ import annotations
 
-import threading
-import time
+import itertools
 from typing import Any, Callable
+
+from .bounded import BOUNDED, NoAnswer
 
 __all__ = ["watchdog"]
 
+_SEQ = itertools.count()
+
 
 def watchdog(fn: Callable[[], Any], progress: Callable[[], Any], timeout: float) -> tuple[bool, Any]:
-    """Run ``fn`` in a daemon thread. Returns ``(finished, result)``; an exception of ``fn`` is
-    raised here."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = fn()
-        except BaseException as exc:  # handed to the caller
-            box["error"] = exc
-
-    t = threading.Thread(target=target, daemon=True, name="denpex-io")
-    t.start()
-    last = progress()
-    quiet_since = time.monotonic()
-    while True:
-        t.join(0.1)
-        if not t.is_alive():
-            if "error" in box:
-                raise box["error"]
-            return True, box.get("result")
-        now_p = progress()
-        if now_p != last:
-            last, quiet_since = now_p, time.monotonic()
-        elif time.monotonic() - quiet_since >= timeout:
-            return False, None
+    """Run ``fn`` in the shared bounded worker (core/bounded.py: one mechanism for the scan's
+    sources, the probes' paths and every stat of a path a log names). Returns ``(finished,
+    result)``; an exception of ``fn`` is raised here."""
+    try:
+        return True, BOUNDED.call(f"watchdog:{next(_SEQ)}", fn, timeout, progress=progress)
+    except NoAnswer:
+        return False, None

@@ -215,7 +215,18 @@ class Engine:
         self._new.extend(p.findings.values())
         self._dirty.add(sid)
         self._last_feed[sid] = time.monotonic()
-        return [*self._take_new(), *self._retriage()]
+        if p.blocks and self._quiet_since_written(p):
+            p.close()  # a report at the end of a file nobody writes to any more is complete
+        return self._take_new()  # triaged with the others at the next tick (not once per source)
+
+    @staticmethod
+    def _quiet_since_written(p: SourceProcessor) -> bool:
+        """The file was last written more than QUIET_CLOSE_S ago and holds nothing unread."""
+        try:
+            st = os.stat(p.info.path)
+        except OSError:
+            return False
+        return st.st_size <= p.bytes_read and time.time() - st.st_mtime >= QUIET_CLOSE_S
 
     def _feed(self, chunks: list[Chunk], now: float) -> list[Any]:
         """Runs in the parse thread. Returns the events to emit."""
@@ -427,7 +438,7 @@ class Engine:
                 bl.run(adopt)
                 post(lambda: task.done() or task.set_result(None))
             except BaseException as exc:  # handed to the loop
-                post(lambda: task.done() or task.set_exception(exc))
+                post(lambda e=exc: task.done() or task.set_exception(e))
 
         threading.Thread(target=run, name="denpex-history", daemon=True).start()
         last = -1.0
@@ -450,6 +461,9 @@ class Engine:
                 last = now
                 pr = bl.progress
                 yield HistoryProgress(pr.read(), pr.total, pr.finished_sources, pr.sources)
+                if self._dirty:  # the sources read so far, triaged together: a diagnosis "so far"
+                    for ev in await loop.run_in_executor(self._pool, self._retriage):
+                        yield ev
         await task  # raises what the pass raised
         while not out.empty():
             f = out.get_nowait()

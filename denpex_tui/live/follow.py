@@ -104,8 +104,10 @@ def run_follow(args, sig_dirs: list[str]) -> int:
         print(f"denpex: signatures: {safe_str(p)}", file=sys.stderr)
     if args.max_stat_rate <= 0:
         raise UsageError("--max-stat-rate must be a positive number of calls per second")
+    if args.max_files < 1:
+        raise UsageError("--max-files must be at least 1")
     engine = Engine(list(args.paths), catalog, execs=list(args.exec_cmds or []),
-                    tailer_options={"max_meta_per_s": args.max_stat_rate})
+                    tailer_options={"max_meta_per_s": args.max_stat_rate, "max_files": args.max_files})
     try:
         asyncio.run(_follow(engine, args.json))
     except KeyboardInterrupt:

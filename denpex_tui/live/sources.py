@@ -955,9 +955,8 @@ class FileFollower:
             self._error(r, f"stat: {e.strerror or e}")
             return
         self.awaiting_since = None
-        if self.err is not None:
-            self.err = None
         if (st.st_dev, st.st_ino) == (cur.dev, cur.ino):
+            self.err = None  # the name is our file again (a refusal is said once per change)
             self.odd_name = False
             return
         self._switch(now, r)
@@ -1019,6 +1018,7 @@ class FileFollower:
         self.old.append(cur)
         self.cur = new
         self.odd_name = False
+        self.err = None
         self._event(r, state, detail)
         if r.more:
             return  # the old file is not drained yet (budget): the new one waits

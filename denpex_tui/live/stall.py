@@ -139,10 +139,6 @@ class StallDetector:
         if self._job_stalled and self._job_cleared is None:
             self._job_cleared = t - self._job_since
 
-    def forget(self, rank: Hashable) -> None:
-        """Stop tracking a rank (e.g. its process exited normally)."""
-        self._ranks.pop(rank, None)
-
     # -- cadence -------------------------------------------------------------------
     def cadence(self, rank: Hashable) -> float | None:
         s = self._ranks.get(rank)

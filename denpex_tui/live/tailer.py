@@ -63,6 +63,7 @@ from denpex_tui.probes.mounts import MountTable
 
 from ._fsinfo import CTO_FS, NAME_EVENTS, Inotify
 from ._malloc import big_buffers_unmapped
+from .filecap import FileCap
 from .sources import (
     NAME_CHECK_MIN_S,
     NAME_CHECK_WATCHED_S,
@@ -384,7 +385,8 @@ class Tailer:
         self._pool: _Pool | None = None
         self._ino: Inotify | None = None
         self._ino_paused = False
-        self._max_files_reported = False
+        self._cap = FileCap(max_files)  # live/filecap.py: what counts, what is left out, said
+        self._cap_flush: asyncio.TimerHandle | None = None
         self._execs: list = []
         self.stats = collections.Counter()
         # abs path -> ((dev, ino), offset): files whose history the history pass read already
@@ -398,12 +400,6 @@ class Tailer:
             self._add_spec(spec)
         else:
             self.specs.append(spec)
-
-    def add_exec(self, spec: str) -> None:
-        if self._started:
-            self._start_exec(spec)
-        else:
-            self.exec_specs.append(spec)
 
     def stop(self) -> None:
         """Stop following (thread-safe, idempotent).  ``run()`` returns soon after."""
@@ -483,7 +479,11 @@ class Tailer:
 
     def _add_dir(self, d: DirWatch) -> None:
         key = "dir:" + os.path.abspath(d.path) + "|" + d.spec.text
-        if key in self.dirs or len(self.dirs) >= self.max_files:
+        if key in self.dirs:
+            return
+        if len(self.dirs) >= 2 * self.max_files + 64:  # torchrun: a folder per rank and attempt
+            self._cap.left_dirs += 1
+            self._report_cap(d.path)
             return
         d.source_id = key
         self.dirs[key] = d
@@ -494,10 +494,12 @@ class Tailer:
         sid = os.path.abspath(path)
         if sid in self.followers:
             return
-        if len(self.followers) >= self.max_files:
-            if not self._max_files_reported:
-                self._max_files_reported = True
-                self._put(SourceEvent(path, "error", f"more than {self.max_files} files: not followed (raise max_files)", sid))
+        ok, victim = self._cap.admit(path, self.followers)
+        if victim is not None:
+            self._remove(victim)
+        if not ok or victim is not None:
+            self._report_cap(path)
+        if not ok:
             return
         at = self.start_at.get(sid) if startup else None
         if at is not None and (history_only or at[1] < 0):
@@ -519,6 +521,17 @@ class Tailer:
         self.followers[sid] = f
         self._setup(f, "file")
         self._enqueue(f, urgent=True)
+
+    def _report_cap(self, path: str, force: bool = False) -> None:
+        msg = self._cap.report(force=force)
+        if msg:
+            self._put(SourceEvent(path, "error", msg, "cap:max-files"))
+        elif self._cap.pending and self._cap_flush is None and self._loop is not None:
+            def flush() -> None:
+                self._cap_flush = None
+                self._report_cap(path, force=True)
+
+            self._cap_flush = self._loop.call_later(2.0, flush)
 
     def _setup(self, p, what: str) -> None:
         mount, fstype = self.mounts.lookup(p.path)

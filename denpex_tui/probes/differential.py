@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from denpex_tui.core import bounded
 from denpex_tui.core.commands import DELETED_OPEN_TEMPLATE, deleted_open_command, render_command
 
 from .conditions import METRICS, parse_condition
@@ -259,6 +260,8 @@ def df_du_gap(reading: PathReading, source=None, **kw) -> tuple[float | None, Du
         return None, None, "network filesystem: not walked"
     if reading.mount is None:
         return None, None, "mount unknown"
+    if not os.path.isabs(reading.mount):  # a label, not a mount point ('demo disk (simulated by --demo)')
+        return None, None, f"{reading.mount}: not a mounted filesystem, nothing for du to walk"
     if reading.mount_root not in (None, "/"):
         return None, None, "bind mount of a subtree: du cannot see the whole filesystem"
     du = source.du(reading.mount) if source is not None else du_filesystem(reading.mount, **kw)
@@ -400,7 +403,8 @@ def _p(v: float | None) -> str:
 def _measure_command(path: str | None) -> str | None:
     if not path:
         return None
-    d = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    # a path a log names: its stat goes through the bounded worker (a dead mount never hangs us)
+    d = path if bounded.isdir(path) else os.path.dirname(os.path.abspath(path))
     return _cmd("df -h -- {dir} && df -i -- {dir}", dir=d)
 
 

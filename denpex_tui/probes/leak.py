@@ -131,9 +131,11 @@ def name_leak_in_bundle(result, bundle: str) -> LeakVerdict | None:
         return None
     if v is None:
         return None
+    if not v.named:  # the stored diagnosis stands as it was
+        return v
     at = f" (measured {v.measured_at}, when the bundle was made)" if v.measured_at else ""
-    inc.evidence.append(safe_str(("probe readings: " if v.named else "probe readings, no leak: ") + v.why + at))
-    if v.named and f.signature != LEAK_ID:
+    inc.evidence.append(safe_str("probe readings: " + v.why + at))
+    if f.signature != LEAK_ID:
         sig = result.catalog.get(LEAK_ID)
         f.fields = {**f.fields, "seen_as": f.signature}
         f.signature = LEAK_ID

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
+from denpex_tui.core import bounded
 from denpex_tui.core.detect import ErrnoDetector, errno_info
 from denpex_tui.core.lines.facts import parse_line
 from denpex_tui.core.lines.reader import SourceError, read_chunks
@@ -246,9 +247,15 @@ def _bases(log: str) -> list[str]:
     return out
 
 
+def _isdir(p: str) -> bool:
+    """A log-derived path: stat it through the bounded worker; one that does not answer is
+    not there for us (probe's reading of it then says "did not answer in N s")."""
+    return bool(bounded.isdir(p))
+
+
 def _existing_ancestor(p: str) -> str:
     q = p
-    while not os.path.isdir(q):
+    while not _isdir(q):
         nq = os.path.dirname(q)
         if nq == q:
             return q
@@ -261,20 +268,20 @@ def _resolve_dir(d: str, log: str) -> tuple[str, bool, str]:
     d = os.path.expanduser(d)
     if os.path.isabs(d):
         want = os.path.normpath(d)
-        if os.path.isdir(want):
+        if _isdir(want):
             return want, True, want
         return _existing_ancestor(want), False, want
     bases = _bases(log)
     for b in bases:
         cand = os.path.normpath(os.path.join(b, d))
-        if os.path.isdir(cand):
+        if _isdir(cand):
             return cand, True, cand
     # not here in full: prefer the base where its first component exists
     first = os.path.normpath(d).split(os.sep, 1)[0]
     base = bases[0]
     if first not in (".", ".."):
         for b in bases:
-            if os.path.exists(os.path.join(b, first)):
+            if bounded.exists(os.path.join(b, first)):
                 base = b
                 break
     want = os.path.normpath(os.path.join(base, d))

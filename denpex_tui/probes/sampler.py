@@ -4,7 +4,7 @@ Per path: ``os.statvfs`` (bytes and inodes as an unprivileged writer sees them),
 and filesystem type from /proc/self/mountinfo (string lookup), and ``st_dev`` to attribute
 deleted-but-open files to the filesystem that holds them. A path on a network, parallel or FUSE
 filesystem is measured in a daemon worker thread with a timeout: a hung mount gives
-``error: "timed out"`` for that path, the caller goes on, and while that call is still stuck no
+``error: "did not answer in 2 s"`` for that path, the caller goes on, and while that call is still stuck no
 second thread is started for the same path.
 
 Read-only: nothing here writes, creates or opens for writing anything under a watched path.
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
+
+from denpex_tui.core.bounded import BOUNDED, Bounded, NoAnswer
 
 from . import processes as _processes
 from .facade import read_process
@@ -30,50 +31,29 @@ CANON_TTL = 30.0  # seconds a resolved (realpath, nearest existing ancestor) is 
 MAX_AUTO_PATHS = 8
 
 
-class HungPathError(TimeoutError):
+class HungPathError(NoAnswer):
     pass
 
 
 class _HangGuard:
-    """Run a blocking filesystem call in a daemon thread with a timeout, at most one stuck thread
-    per key. Daemon threads never block interpreter exit."""
+    """The shared bounded worker (core/bounded.py) as the path meter uses it: a call that does
+    not answer in ``timeout`` raises :class:`HungPathError` ("did not answer in N s"), at most
+    one stuck thread per key."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._stuck: dict[str, threading.Thread] = {}
+    def __init__(self, bounded: Bounded | None = None) -> None:
+        self._b = bounded if bounded is not None else Bounded()
 
     def call(self, key: str, fn: Callable[[], object], timeout: float):
-        with self._lock:
-            t = self._stuck.get(key)
-            if t is not None:
-                if t.is_alive():
-                    raise HungPathError(key)
-                del self._stuck[key]
-        box: dict[str, object] = {}
-
-        def run() -> None:
-            try:
-                box["value"] = fn()
-            except BaseException as e:  # noqa: BLE001 - handed back to the caller
-                box["error"] = e
-
-        t = threading.Thread(target=run, name=f"denpex-statvfs:{key}", daemon=True)
-        t.start()
-        t.join(timeout)
-        if t.is_alive():
-            with self._lock:
-                self._stuck[key] = t
-            raise HungPathError(key)
-        if "error" in box:
-            raise box["error"]  # type: ignore[misc]
-        return box.get("value")
+        try:
+            return self._b.call(key, fn, timeout, what=key.split(":", 1)[-1])
+        except NoAnswer as exc:
+            raise HungPathError(exc.what, exc.timeout) from None
 
     def stuck(self) -> list[str]:
-        with self._lock:
-            return [k for k, t in self._stuck.items() if t.is_alive()]
+        return self._b.stuck()
 
 
-_GUARD = _HangGuard()
+_GUARD = _HangGuard(BOUNDED)
 
 
 def _nearest_existing(path: str) -> tuple[str, bool]:
@@ -171,7 +151,7 @@ class PathMeter:
         except HungPathError:
             m = self.mounts.find(ap)
             _fill_mount(r, m)
-            r.error = "timed out"
+            r.error = f"did not answer in {self.timeout:g} s"
             r.read_cost_s = time.perf_counter() - t0
             return r, None
         except PermissionError:

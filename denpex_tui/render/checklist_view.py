@@ -11,6 +11,9 @@ from rich.text import Text
 
 from denpex_tui.core.text import safe_str
 from denpex_tui.core.units import human_bytes
+from denpex_tui.core.words import count, plural
+from denpex_tui.core.words import rank as rank_word
+from denpex_tui.core.words import ranks as ranks_word
 
 __all__ = ["print_checkpoints"]
 
@@ -108,13 +111,13 @@ def print_verify(res, con: Console) -> None:
     b = res.baseline
     con.print(Text("denpex verify: " + ", ".join(safe_str(s) for s in b.signatures), style="bold"))
     for w in b.where:
-        con.print(Text(f"  failing run: {safe_str(w['signature'])} on rank {w['rank'] if w['rank'] is not None else '?'}"
+        con.print(Text(f"  failing run: {safe_str(w['signature'])} on {rank_word(w['rank'], 'a rank not in its lines')}"
                        f" at step {w['step'] if w['step'] is not None else '?'} ({safe_str(w['path'])}:{w['line']})",
                        style="dim"))
     if not b.where:
         con.print(Text(f"  failing run: step {b.step} ({safe_str(b.source)})", style="dim"))
     steps = [v for v in res.steps.values() if v is not None]
-    t = Text(f"  rerun: {res.ranks} ranks, ")
+    t = Text(f"  rerun: {count(res.ranks, 'rank')}, ")
     if res.reached:
         t.append(f"every rank reached step {min(steps)} or later (>= {b.step})", style="green")
     else:
@@ -123,20 +126,18 @@ def print_verify(res, con: Console) -> None:
     if res.still:
         for f in res.still:
             r = Text("  STILL THERE: ", style="bold red")
-            r.append(f"{safe_str(f.signature)} on rank {f.rank if f.rank is not None else '?'}  "
+            r.append(f"{safe_str(f.signature)} on {rank_word(f.rank, 'a rank not in its lines')}  "
                      f"{safe_str(f.path)}:{f.line}")
             con.print(r)
             con.print(Text("      " + f.text))
     else:
-        con.print(Text(f"  signature absent on every rank of the rerun ({res.ranks} ranks)", style="green"))
+        con.print(Text(f"  signature absent on every rank of the rerun ({count(res.ranks, 'rank')})", style="green"))
     for n in res.notes:
         con.print(Text("  " + safe_str(n), style="yellow"))
     con.print(Text("PASS" if res.ok else "FAIL", style="bold green" if res.ok else "bold red"))
 
 
 def print_rhythm(rh, con: Console) -> None:
-    from denpex_tui.core.ranks import rank_ranges
-
     con.print(Text("Rhythm: checkpoint saves each rank completed before the failure", style="bold"))
     for r in rh.runs:
         by: dict[int, list[int]] = {}
@@ -144,17 +145,16 @@ def print_rhythm(rh, con: Console) -> None:
             by.setdefault(n, []).append(rank)
         t = Text(f"  {safe_str(r.source)} attempt {r.attempt}: ")
         if r.failed_after is not None:
-            t.append(f"rank {r.initiating_rank} failed after {r.failed_after} saves", style="bold")
+            t.append(f"rank {r.initiating_rank} failed after {count(r.failed_after, 'save')}", style="bold")
             ins = r.in_save.get(r.initiating_rank)
             if ins:
                 t.append(f" (inside save {r.failed_after + 1})")
             t.append("; ")
-        t.append(", ".join(f"ranks {rank_ranges(rs)}: {n}" if len(rs) > 1 else f"rank {rs[0]}: {n}"
-                           for n, rs in sorted(by.items())))
+        t.append(", ".join(f"{ranks_word(rs)}: {n}" for n, rs in sorted(by.items())))
         con.print(t)
     c = rh.consistent
     if c is True:
-        con.print(Text(f"  consistent across {len(rh.runs)} runs: the failure comes after the same number of saves "
+        con.print(Text(f"  consistent across {count(len(rh.runs), 'run')}: the failure comes after the same number of saves "
                        "(a per-save leak: fds or orphaned inodes)", style="bold yellow"))
     elif c is False:
         con.print(Text("  not the same number of saves across the runs", style="dim"))
@@ -166,7 +166,8 @@ def print_control(rep, con: Console) -> None:
     for s in rep.shape:
         _loud(con, "job shape: " + s)
     for r in rep.ranks:
-        head = Text(f"  rank {r.rank}: {r.new_lines} of {r.lines} lines have no counterpart")
+        head = Text(f"  rank {r.rank}: {r.new_lines:,} of {count(r.lines, 'line')} {plural(r.new_lines, 'has', 'have')} "
+                    "no counterpart")
         con.print(head)
         if r.first_new:
             con.print(Text(f"    first new line      {safe_str(r.first_new.path)}:{r.first_new.line}", style="dim"))

@@ -20,7 +20,10 @@ from denpex_tui.core.model import Finding, Incident, iso
 from denpex_tui.core.scan import ScanResult
 from denpex_tui.core.story import job_story
 from denpex_tui.core.text import safe_str
-from denpex_tui.core.triage import rank_ranges
+from denpex_tui.core.ranks import rank_ranges
+from denpex_tui.core.words import count
+from denpex_tui.core.words import rank as rank_word
+from denpex_tui.core.words import ranks as ranks_word
 from denpex_tui.render.explain_view import fields_line
 from denpex_tui.render.safe import safe_console
 
@@ -54,7 +57,7 @@ def _when(f: Finding) -> str:
 def print_finding_block(con: Console, f: Finding, label: str) -> None:
     head = Text("  ")
     head.append(f"{label:<11}", style=ROLE_STYLE.get(f.role, ""))
-    head.append(f" rank {f.rank if f.rank is not None else '?'}")
+    head.append(f" {rank_word(f.rank, 'rank not in its lines')}")
     if f.node:
         head.append(f"  node {safe_str(f.node)}")
     head.append(f"  {_when(f)}")
@@ -94,6 +97,9 @@ def _print_measured(con: Console, f: Finding, result: ScanResult) -> None:
         return
     values = incident_values(f, result.job)
     path = values.get("path") or values.get("dir")
+    if values.get("job_dir_known") is False:  # relative, and the job's directory unknown: not ours to guess
+        con.print(Text("  measured now: not measured: " + safe_str(values["relative"]), style="dim"))
+        return
     try:
         prober = Prober(paths=[values["dir"]] if values.get("dir") else [])
         sig = result.catalog.get(f.signature)
@@ -126,6 +132,9 @@ def print_collectives(con: Console, table: dict, max_rows: int = 12) -> None:
         con.print(Text("    " + safe_str(row), style="bold red" if odd else ""))
 
 
+_SAME_CAUSE_SHOWN = 3
+
+
 def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Catalog, measure: bool = True) -> None:
     head = Text(f"Attempt {inc.attempt}: ", style="bold")
     head.append(inc.summary, style="bold")
@@ -134,8 +143,19 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
     con.print(head)
     if inc.initiating:
         print_finding_block(con, inc.initiating, "initiating")
-    for s in inc.same_cause:
+    for s in inc.same_cause[:_SAME_CAUSE_SHOWN]:
         print_finding_block(con, s, "same cause")
+    rest = inc.same_cause[_SAME_CAUSE_SHOWN:]
+    if rest:  # 10 000 ranks failing alike are a few lines, not 10 000 blocks
+        by_sig: dict[str, list[Finding]] = {}
+        for c in rest:
+            by_sig.setdefault(c.signature, []).append(c)
+        for sig, fs in by_sig.items():
+            t = Text("  ")
+            t.append(f"{'same cause':<11}", style=ROLE_STYLE.get("initiating", ""))
+            t.append(f" ranks {rank_ranges([f.rank for f in fs]) or '?'}  {sig}  ({fs[0].title}; "
+                     f"{len(fs)} more, folded)")
+            con.print(t)
     if inc.collateral:
         by_sig: dict[str, list[Finding]] = {}
         for c in inc.collateral:
@@ -143,12 +163,12 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
         for sig, fs in by_sig.items():
             t = Text("  ")
             t.append(f"{'collateral':<11}", style=ROLE_STYLE["collateral"])
-            t.append(f" ranks {rank_ranges([f.rank for f in fs]) or '?'}  {sig}  ({fs[0].title})")
+            t.append(f" {ranks_word([f.rank for f in fs], 'rank not in their lines')}  {sig}  ({fs[0].title})")
             con.print(t)
     if inc.first_warning:
         w = inc.first_warning
         t = Text("  first warning ", style="yellow")
-        t.append(f"rank {w.get('rank')} {w.get('time') or ''} {_rel(w['path'])}:{w.get('line') or '?'}")
+        t.append(f"{rank_word(w.get('rank'), 'rank not in its lines')} {w.get('time') or ''} {_rel(w['path'])}:{w.get('line') or '?'}")
         con.print(t)
         con.print(Text("      " + w["text"]))
     if inc.collectives:
@@ -160,8 +180,7 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
     if inc.hypotheses:
         con.print(Text("  competing hypotheses (ranked lower, until a control separates them):", style="bold"))
         for h in inc.hypotheses:
-            who = f"rank {h['rank']}" if h.get("rank") is not None else "rank ?"
-            t = Text(f"    - {who} {h['signature']}: ", style="")
+            t = Text(f"    - {rank_word(h.get('rank'), 'rank not in its lines')} {h['signature']}: ", style="")
             t.append(h["rule"], style="dim")
             con.print(t)
     if inc.initiating and measure:
@@ -177,6 +196,8 @@ def print_incident(con: Console, inc: Incident, result: ScanResult, catalog: Cat
                 con.print(Text("  fix:", style="bold"))
                 for i, step in enumerate(panel.fix, 1):
                     con.print(Text(f"    {i}. {step}"))
+            if panel.values.get("relative"):  # what the paths below are relative to
+                con.print(Text("  paths: " + safe_str(panel.values["relative"]), style="yellow"))
             linked = [r for r in panel.checklist if r.command is not None]
             if linked:
                 con.print(Text("  checklist, with the denpex command that answers each item:", style="bold"))
@@ -207,10 +228,10 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measu
     lines = sum(s.lines for s in srcs)
     head = Text("denpex scan: ", style="bold")
     head.append(
-        f"{len(srcs)} sources, {len(ranks)} ranks"
+        f"{count(len(srcs), 'source')}, {count(len(ranks), 'rank')}"
         + (f" ({rank_ranges(ranks)})" if ranks else "")
-        + (f", {len(nodes)} nodes" if len(nodes) > 1 else "")
-        + f", {lines:,} lines in {result.elapsed_s:.2f} s"
+        + (f", {count(len(nodes), 'node')}" if len(nodes) > 1 else "")
+        + f", {count(lines, 'line')} in {result.elapsed_s:.2f} s"
     )
     dumps, ras = len(getattr(result.job, "dumps", {})), len(getattr(result.job, "ras", {}))
     if dumps or ras:
@@ -229,7 +250,7 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measu
         con.print(Text("No known failure signature, but these lines look like errors (first 5 per rank); "
                        "no signature knows them:", style="yellow"))
         for u in unknown:
-            who = f"rank {u['rank']}" if u["rank"] is not None else "rank ?"
+            who = rank_word(u["rank"], "no rank")
             con.print(Text(f"  {who:<8} {_rel(u['path'])}:{u['line']}  ", style="dim").append(u["text"][:300], style=""))
     job = result.job  # a JobState, or an evidence bundle's job read back (fewer views)
     story = job_story(result.incidents, getattr(job, "failure_entries", list)(),
@@ -245,14 +266,17 @@ def print_scan(result: ScanResult, con: Console, *, verbose: bool = False, measu
     for inc in result.incidents:
         print_incident(con, inc, result, result.catalog, measure=measure)
     shown = [f for f in result.findings if verbose or f.severity == "error"]
-    if shown:
-        con.print(Text(f"Findings ({len(shown)}, repeats folded):", style="bold"))
-        for sig, role, title, count, ranks_ in _fold(shown):
+    rows = _fold(shown)
+    if rows:  # the count is of the rows below; what they fold is said apart
+        folded = len(shown) - len(rows)
+        con.print(Text(f"Findings ({count(len(rows), 'row')}" + (f", folding {count(len(shown), 'finding')}"
+                                                                    if folded else "") + "):", style="bold"))
+        for sig, role, title, n, ranks_ in rows:
             t = Text("  ")
             t.append(f"{role:<11}", style=ROLE_STYLE.get(role, ""))
             launcher = sig.startswith(("torchelastic.", "deepspeed.launcher", "slurm.", "pdsh.", "mpirun."))
-            who = rank_ranges(ranks_) or ("agent" if launcher and all(r is None for r in ranks_) else "?")
-            t.append(f" {sig:<34} ranks {who:<10} x{count:<5} {title}")
+            who = ranks_word(ranks_, "agent" if launcher and all(r is None for r in ranks_) else "no rank")
+            t.append(f" {sig:<34} {who:<16} x{n:<5} {title}")
             con.print(t)
     for w in result.warnings:
         con.print(Text("warning: " + safe_str(w), style="yellow"))

@@ -75,7 +75,7 @@ class FindingList(OptionList):
         if g.ranks:
             who = g.rank_text + (f" +{g.unranked} agent" if g.unranked else "")
         else:
-            who = "agent" if g.unranked else "rank ?"
+            who = "agent" if g.unranked else "no rank"
         t.append(who, style=style)
         t.append(f"  {g.signature}")
         if g.count > 1:

@@ -20,6 +20,7 @@ from denpex_tui.core.fixes import FixPanel as FixData
 from denpex_tui.core.frtrace import collective_rows
 from denpex_tui.core.model import Finding
 from denpex_tui.core.text import safe_str
+from denpex_tui.core.words import rank as rank_word
 
 __all__ = ["FixPanel", "CommandRow", "command_note"]
 
@@ -119,7 +120,7 @@ class FixPanel(VerticalScroll):
         def para(text: str, classes: str = "") -> None:
             widgets.append(Static(Text(safe_str(" ".join(text.split()))), classes=classes))
 
-        where = f"rank {finding.rank}" if finding.rank is not None else "rank ?"
+        where = rank_word(finding.rank, "no rank in its lines")
         title = Text(f"{'▶ ' if finding.role == 'initiating' else '· '}{where} · {finding.signature} · {finding.role}")
         widgets.append(Static(title, classes="fix-title"))
         widgets.append(Static(Text(safe_str(finding.title))))
@@ -166,6 +167,8 @@ class FixPanel(VerticalScroll):
                 para(f"{i}. {step}")
         if data.commands:
             widgets.append(Static(Text("Verify: Enter/c/click copies (OSC 52); Denpex never runs them"), classes="fix-head"))
+            if data.values.get("relative"):  # what the paths in the commands are relative to
+                para("paths: " + data.values["relative"], classes="fix-dim")
             for i, cmd in enumerate(data.commands, 1):
                 widgets.append(CommandRow(cmd, i))
         if data.siblings:

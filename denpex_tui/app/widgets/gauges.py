@@ -22,6 +22,7 @@ from denpex_tui.probes.readings import PathReading, ProcessReading, Snapshot
 from denpex_tui.probes.trends import PathTrend, ProcessTrend, fmt_duration
 from denpex_tui.core.text import safe_str
 from denpex_tui.core.units import human_bytes, human_count
+from denpex_tui.core.words import count, plural
 
 __all__ = ["Gauges", "level"]
 
@@ -45,6 +46,23 @@ def level(used_pct: float | None) -> tuple[str, str, str]:
 
 def _short(path: str, width: int) -> str:
     return path if len(path) <= width else "…" + path[-(width - 1):]
+
+
+def _filesystems(paths: list[PathReading]) -> list[tuple[PathReading, int]]:
+    """One gauge per filesystem: (its first watched path, how many more watched paths are on it)."""
+    seen: dict[tuple, int] = {}
+    shown: list[PathReading] = []
+    for pr in paths:
+        k = (pr.mount, pr.source) if pr.mount and not pr.error else (pr.path,)
+        if k in seen:
+            continue
+        seen[k] = len(shown)
+        shown.append(pr)
+    more = [0] * len(shown)
+    for pr in paths:
+        k = (pr.mount, pr.source) if pr.mount and not pr.error else (pr.path,)
+        more[seen[k]] += 1
+    return [(pr, n - 1) for pr, n in zip(shown, more)]
 
 
 class Gauges(Static):
@@ -82,18 +100,17 @@ class Gauges(Static):
         self._shown = text
         self.update(text, layout=old is None or len(text.plain.splitlines()) != len(old.plain.splitlines()))
 
-    def critical_count(self) -> int:
-        """Gauges at or past FULL: watched paths (bytes or inodes) and processes (fds)."""
+    def critical(self) -> tuple[int, int]:
+        """(filesystems, processes) at or past FULL, counted as the pane shows them: one
+        filesystem is one gauge however many watched paths are on it (bytes or inodes), one
+        process is its fds."""
         snap = self.snapshot
         if snap is None:
-            return 0
-        n = 0
-        for pr in snap.paths:
-            for free in (pr.bytes_free_pct, pr.inodes_free_pct):
-                if free is not None and 100.0 - free >= FULL:
-                    n += 1
-        n += sum(1 for p in snap.processes if (p.fd_used_pct or 0.0) >= FULL)
-        return n
+            return 0, 0
+        fs = sum(1 for pr, _more in _filesystems(snap.paths)
+                 if any(free is not None and 100.0 - free >= FULL for free in (pr.bytes_free_pct, pr.inodes_free_pct)))
+        procs = sum(1 for p in snap.processes if p.role != "launcher" and (p.fd_used_pct or 0.0) >= FULL)
+        return fs, procs
 
     def set_note(self, note: str) -> None:
         self.note = note
@@ -149,18 +166,8 @@ class Gauges(Static):
                          style=self._s("gauges--dim"))
             t.rstrip()
             return t
-        seen: dict[tuple, int] = {}  # one gauge per filesystem: its first watched path
-        shown: list[PathReading] = []
-        for pr in snap.paths:
-            k = (pr.mount, pr.source) if pr.mount and not pr.error else (pr.path,)
-            if k in seen:
-                seen[k] += 1
-                continue
-            seen[k] = 0
-            shown.append(pr)
-        for pr in shown:
-            k = (pr.mount, pr.source) if pr.mount and not pr.error else (pr.path,)
-            self._path(t, pr, width, more=seen[k])
+        for pr, more in _filesystems(snap.paths):
+            self._path(t, pr, width, more=more)
         # the process closest to its limit first: the one to look at is always in view
         procs = sorted((p for p in snap.processes if p.role != "launcher"),
                        key=lambda p: (-(p.fd_used_pct or 0.0), -(p.deleted_open_bytes or 0), p.rank or 0, p.pid))
@@ -174,7 +181,7 @@ class Gauges(Static):
             t.append("\n")
         if self.others:
             n = len(self.others)
-            t.append(f"other processes here: {n} training process{'es' if n > 1 else ''} not tied to this job\n",
+            t.append(f"other processes here: {count(n, 'training process')} not tied to this job\n",
                      style=self._s("gauges--dim"))
         t.rstrip()
         return t
@@ -207,7 +214,7 @@ class Gauges(Static):
         if extra:
             t.append("    " + " · ".join(extra) + "\n", style=self._s("gauges--warn"))
         if more:
-            t.append(f"    +{more} more watched path{'s' if more > 1 else ''} on it\n", style=self._s("gauges--dim"))
+            t.append(f"    +{more} more {plural(more, 'watched path')} on it\n", style=self._s("gauges--dim"))
 
     def _proc(self, t: Text, p: ProcessReading, width: int) -> None:
         who = (f"rank {p.rank}" if p.rank is not None else (f"local {p.local_rank}" if p.local_rank is not None else "pid"))

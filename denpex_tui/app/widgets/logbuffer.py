@@ -134,10 +134,6 @@ class LogBuffer:
             rank = self.tl.rank_map.get((info.node_key, local))
         return ViewLine(meta.name, line0 + 1, st.text, st.spans, rank, local, info.node_key, cut)
 
-    def forget(self) -> None:
-        self._lines.clear()
-        self.tl.forget_text()
-
     def rank_of(self, ll: ViewLine | None) -> int | None:
         return None if ll is None else ll.rank
 

@@ -130,6 +130,13 @@ class LogView(ScrollView, can_focus=True):
         self._resize()
         self.refresh()
 
+    def fit_rank(self, rank: int | None) -> None:
+        """Make the gutter wide enough for ``rank`` (3-4 digit ranks ran into the pane's border)."""
+        need = max(4, len(str(rank)) + 3) if rank is not None else 4  # a space, the rank, the mark, a space
+        if need > self.buf.gutter:
+            self.buf.gutter = need
+            self.rebuild()
+
     def _resize(self) -> None:
         self.virtual_size = Size(max(self.buf.width, self.size.width) + self.buf.gutter + 1, self.row_count)
 
@@ -371,8 +378,11 @@ class LogView(ScrollView, can_focus=True):
             ll = self.buf.line(entry)
             if ll is None:
                 return Strip.blank(width, base)
-            body, gutter = decorate(ll, self.buf.rank_of(ll), gw, self.marks, self.blocks, self.search_rx,
-                                    self._style)
+            rank = self.buf.rank_of(ll)
+            if rank is not None and len(str(rank)) + 3 > gw:  # a rank wider than the gutter: widen it
+                gw = self.buf.gutter = len(str(rank)) + 3
+                self.call_later(self.rebuild)
+            body, gutter = decorate(ll, rank, gw, self.marks, self.blocks, self.search_rx, self._style)
             if body.cell_len > self.buf.width:
                 self.buf.width = body.cell_len
                 self.call_later(self._resize)

@@ -4,6 +4,7 @@ as it needs (never cut: the confidence and the counts are at its end), and the s
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widget import Widget
 
@@ -16,8 +17,8 @@ LEVEL = {"initiating": ("▶", "status--initiating"), "error": ("✖", "status--
 def fmt_elapsed(s: float, coarse: bool = False) -> str:
     """``coarse`` (the job is quiet): minutes only, so a quiet screen changes once a minute."""
     s = max(0, int(s))
-    if coarse:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m"
+    if coarse:  # whole minutes, never '0m' after 30 s
+        return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m" if s >= 60 else "<1m")
     h, rem = divmod(s, 3600)
     return f"{h}:{rem // 60:02d}:{rem % 60:02d}" if h else f"{rem // 60:02d}:{rem % 60:02d}"
 
@@ -26,7 +27,7 @@ class StatusBar(Widget):
     COMPONENT_CLASSES = {"status--initiating", "status--error", "status--warn", "status--ok", "status--dim",
                          "status--title"}
     DEFAULT_CSS = """
-    StatusBar { height: auto; max-height: 6; background: $panel; padding: 0 1; }
+    StatusBar { height: auto; max-height: 50%; background: $panel; padding: 0 1; }
     StatusBar > .status--title { text-style: bold; color: $primary; }
     StatusBar > .status--initiating { color: $denpex-initiating; text-style: bold; }
     StatusBar > .status--error { color: $denpex-error; text-style: bold; }
@@ -43,21 +44,44 @@ class StatusBar(Widget):
              story: list[str] | tuple = ()) -> None:
         data = (shape, elapsed, follow, level, diagnosis, extra, tuple(story))
         if data != self._data:
-            lines = len(data[6]) != len(self._data[6]) or data[4] != self._data[4]
             self._data = data
-            self.refresh(layout=lines)
+            self._relayout()
+
+    def _rows(self, width: int) -> int:
+        """How many rows the header takes at ``width``: any part can grow a row (the gauges'
+        alert wraps the first line), and a height that stays behind cuts the diagnosis."""
+        if width <= 0:
+            return 0
+        return len(self.render().wrap(self.app.console, width))
+
+    def _relayout(self) -> None:
+        rows = self._rows(self.content_region.width)
+        self.refresh(layout=rows != getattr(self, "_shown_rows", None))
+        self._shown_rows = rows
+
+    def on_resize(self) -> None:
+        self._relayout()
 
     def render(self) -> Text:
         shape, elapsed, follow, level, diagnosis, extra, story = self._data
         s = lambda c: self.get_component_rich_style(c, partial=True)  # noqa: E731
         t = Text(end="", overflow="fold")
-        t.append("denpex", style=s("status--title"))
-        t.append("  ● following" if follow else "  ‖ paused (f/End follows)",
-                 style=s("status--ok") if follow else s("status--warn"))
-        t.append(f"  {shape}")
-        t.append(f"  elapsed {elapsed}", style=s("status--dim"))
-        if extra:
-            t.append(f"  {extra}", style=s("status--dim"))
+        # the first line is made of parts that wrap whole (never '(5:' / 'gauges)' on two rows)
+        parts: list[tuple[str, str, object]] = [("", "denpex", s("status--title")),
+                                                ("  ", "● following" if follow else "‖ paused (f/End follows)",
+                                                 s("status--ok") if follow else s("status--warn"))]
+        parts += [("  " if i == 0 else " · ", p, None) for i, p in enumerate(shape.split(" · ")) if p]
+        parts.append(("  ", f"elapsed {elapsed}", s("status--dim")))
+        parts += [("  " if i == 0 else " · ", x, s("status--dim")) for i, x in enumerate(extra.split(" · ")) if x]
+        width = self.content_region.width or 1 << 16
+        col = 0
+        for sep, text, style in parts:
+            if col and col + cell_len(sep + text) > width:
+                t.append("\n")
+                col, sep = 0, ""
+            t.append(sep)
+            t.append(text, style=style)
+            col += cell_len(sep + text)
         sym, cls = LEVEL.get(level, LEVEL["ok"])
         t.append("\n")
         t.append(f"{sym} {diagnosis}", style=s(cls))

@@ -23,7 +23,7 @@ from .facts import LAUNCHER_LINES, line_facts
 from .formats import FORMATS, TEXT_RANK, active_formats
 from .times import chunk_times
 
-__all__ = ["ChunkLines", "chunk_lines", "line_starts", "console_tags", "tag_of", "untag", "stream_labels",
+__all__ = ["ChunkLines", "chunk_lines", "line_starts", "console_tags", "tag_of", "untag", "stream_labels", "text_ranks",
            "label_kind"]
 
 
@@ -72,6 +72,17 @@ _HEAD = re.compile(
 # reads these from more of the line than its label.
 _TEXT_RANK = re.compile(TEXT_RANK.pattern.encode())  # the door's own rule, on bytes
 _LAUNCHER = re.compile(b"|".join(re.escape(w.encode()) for w in LAUNCHER_LINES))
+
+
+def text_ranks(data: bytes) -> set[int]:
+    """The ranks in-text tags name in ``data`` ('[rank1/2]', DeepSpeed's '[Rank 0]'), found in C:
+    a console without labels holds one stream per rank its lines name."""
+    out = set()
+    for m in _TEXT_RANK.finditer(data):
+        n = m.group("n") if m.group("n") is not None else m.group("s")
+        if n and not n.startswith(b"-") and len(n) <= 7:
+            out.add(int(n))
+    return out
 
 
 def console_tags(data: bytes, starts: np.ndarray, src=None) -> np.ndarray:

@@ -222,17 +222,3 @@ class FileIndex:
             else:
                 pos += i
         return out
-
-    def line_at_offset(self, off: int) -> int:
-        """The (0-based) line that byte ``off`` is in."""
-        c = bisect.bisect_right(self.ck_off, off) - 1
-        if c < 0:
-            return 0
-        pos, at = self.ck_off[c], self.ck_line[c]
-        while pos < off:
-            data = self._read(min(READ, off - pos), pos)
-            if not data:
-                break
-            at += data.count(b"\n", 0, off - pos)
-            pos += len(data)
-        return at
