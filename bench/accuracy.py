@@ -2,7 +2,10 @@
 pasted into public issue threads, tests/fixtures/wild/) and our own fault-injected runs
 (tests/fixtures/runs/), each scored against its truth.json.
 
-    python bench/accuracy.py [wild|runs|all] [-v]
+    python bench/accuracy.py [wild|runs|logdirs|all] [-v]
+
+``logdirs`` scores our runs again on their ``logs/`` tree alone (torchrun's ``--log-dir``: no
+console, no launcher record, no Flight Recorder dumps), as a user who kept only that would see it.
 
 Prints the score by collection batch (a case's truth.json ``batch``: the README's table keeps each
 batch's first score, taken before anything was changed for it), by family and by prefix format,
@@ -16,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from scoring import cases, score_case, table  # noqa: E402
+from scoring import cases, logdir_cases, score_case, table  # noqa: E402
 
 
 def pct(a: int, b: int) -> str:
@@ -26,9 +29,12 @@ def pct(a: int, b: int) -> str:
 def main(argv: list[str]) -> int:
     which = argv[0] if argv and not argv[0].startswith("-") else "all"
     verbose = "-v" in argv
-    sets = ["wild", "runs"] if which == "all" else [which]
+    sets = ["wild", "runs", "logdirs"] if which == "all" else [which]
     for name in sets:
-        scores = [score_case(c) for c in cases(name)]
+        if name == "logdirs":
+            scores = [score_case(c, only="logs") for c in logdir_cases()]
+        else:
+            scores = [score_case(c) for c in cases(name)]
         if not scores:
             print(f"{name}: no cases")
             continue

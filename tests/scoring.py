@@ -72,9 +72,16 @@ def batch_of(case: Path, truth: dict) -> str:
     return "runs-1"
 
 
-def score_case(case: Path) -> CaseScore:
+def logdir_cases() -> list[Path]:
+    """Our runs that kept torchrun's ``--log-dir`` tree: scored again on that tree alone (no
+    console, no launcher record, no other evidence), as a user with only the log dir would."""
+    return [c for c in cases("runs") if (c / "logs").is_dir()]
+
+
+def score_case(case: Path, only: str | None = None) -> CaseScore:
+    """Score one case on all its files, or on the files under its subfolder ``only``."""
     t = json.loads((case / "truth.json").read_text())
-    r = scan_paths(log_files(case), include_user=False)
+    r = scan_paths(log_files(case / only if only else case), include_user=False)
     root = next((i for i in r.incidents if i.initiating is not None), None)
     init = root.initiating if root else None
     accept = list(t.get("accept") or [])

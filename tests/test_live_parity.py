@@ -15,6 +15,10 @@ from denpex_tui.live.engine import Engine
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "truth.json").is_file())
+RUNS = Path(__file__).parent / "fixtures" / "runs"
+# Log dirs alone (no console, no launcher record), where the diagnosis rests on where each rank
+# stopped: a tqdm bar redrawn with carriage returns and never ended by a newline, step lines.
+LOGDIRS = ["tqdm_oom_logdir_only", "oom_cgroup_kill", "fr_kill9_waiting"]
 PARTS = 4
 TIMEOUT_S = 60.0
 
@@ -48,7 +52,11 @@ def _replay(src: Path, dst: Path) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("case", CASES)
+def _source(case: str) -> Path:
+    return CORPUS / case if case in CASES else RUNS / case / "logs"
+
+
+@pytest.mark.parametrize("case", CASES + LOGDIRS)
 def test_live_replay_gives_the_scan_diagnosis(tmp_path, case):
     dst = tmp_path / case
     dst.mkdir()
@@ -57,7 +65,7 @@ def test_live_replay_gives_the_scan_diagnosis(tmp_path, case):
 
     async def main():
         eng = Engine([str(dst)], catalog, processes=False, polite=False)
-        writer = threading.Thread(target=_replay, args=(CORPUS / case, dst))
+        writer = threading.Thread(target=_replay, args=(_source(case), dst))
 
         async def judge():
             deadline = time.monotonic() + TIMEOUT_S

@@ -40,7 +40,7 @@ try:
         os.chown(mnt, 65534, 65534)
     else:
         opts = {"inodes": "size=4m,nr_inodes=64", "blocks": "size=1m,nr_inodes=1000",
-                "deleted": "size=4m,nr_inodes=1000"}[scenario]
+                "deleted": "size=4m,nr_inodes=1000", "leak": "size=4m,nr_inodes=1000"}[scenario]
         sh("mount", "-t", "tmpfs", "-o", opts, "denpex-test", mnt)
 except (subprocess.CalledProcessError, OSError) as e:
     err = getattr(e, "stderr", b"") or b""
@@ -103,12 +103,51 @@ try:
         facts["child"] = child.pid
         pids = [child.pid]
 
+    elif scenario == "leak":
+        # FastFileWriter's bug, for real: every save opens a new file and never closes it, and
+        # rotation deletes the save before last: the deleted files keep their blocks until ENOSPC
+        code = ("import os, sys\n"
+                "fds = []\n"
+                "i = 0\n"
+                "try:\n"
+                "    while True:\n"
+                "        p = os.path.join(%r, 'step_%%03d.pt' %% i)\n"
+                "        fd = os.open(p, os.O_CREAT | os.O_WRONLY, 0o600)\n"
+                "        fds.append(fd)\n"
+                "        os.write(fd, b'w' * (512 << 10)); os.fsync(fd)\n"
+                "        if i >= 2:\n"
+                "            os.unlink(os.path.join(%r, 'step_%%03d.pt' %% (i - 2)))\n"
+                "        i += 1\n"
+                "except OSError as e:\n"
+                "    print(i, e.errno, flush=True)\n"
+                "sys.stdin.readline()\n") % (mnt, mnt)
+        child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True,
+                                 env=dict(os.environ, RANK="1", LOCAL_RANK="1"))
+        saves, err = child.stdout.readline().split()
+        facts.update(saves=int(saves), errno=int(err), child=child.pid)
+        pids = [child.pid]
+
     prober = Prober(pids=pids, paths=[mnt], discover=False, watch_open_files=False)
     snap = prober.snapshot()
     clear_du_cache()
     sig = "deepspeed.fastfilewriter-fd-leak" if scenario == "deleted" else "os.enospc"
     out = {"facts": facts, "snapshot": snap.to_json(),
            "diff": differential("os.enospc", os.path.join(mnt, "x.pt"), snap).to_json()}
+    if scenario == "leak":
+        from denpex_tui.core.schema import snapshot_to_json
+        from denpex_tui.probes.leak import leak_from_probe_json, name_leak
+
+        err_path = os.path.join(mnt, "step_%03d.pt" % facts["saves"])
+        out["leak"] = name_leak(differential("os.enospc", err_path, snap)).__dict__
+        probe = json.loads(json.dumps({"snapshot": snapshot_to_json(snap)}))  # as probe.json holds it
+        out["leak_bundle"] = leak_from_probe_json(probe, "os.enospc", err_path).__dict__
+        child.stdin.close()
+        child.wait(timeout=30)
+        child = None
+        clear_du_cache()
+        snap2 = Prober(pids=[], paths=[mnt], discover=False, watch_open_files=False).snapshot()
+        out["leak_after"] = name_leak(differential("os.enospc", err_path, snap2)).__dict__
     if scenario == "deleted":
         out["diff_leak"] = differential(sig, os.path.join(mnt, "x.pt"), snap).to_json()
         child.stdin.close()
@@ -328,3 +367,18 @@ def test_local_path_is_not_threaded(tmp_path, monkeypatch):
     meter = sampler.PathMeter(t, guard=guard)
     r, dev = meter.read(str(tmp_path))
     assert r.error is None and dev == os.stat(tmp_path).st_dev and calls == []
+
+
+def test_fd_leak_of_deleted_checkpoints_is_named_from_the_readings(tmp_path):
+    """The second founding entry's mechanism on a real 4 MiB tmpfs: a writer that never closes its
+    checkpoint files while rotation deletes them fails with ENOSPC; the live readings, and the same
+    readings read back as an evidence bundle's probe.json, name the leak; once the holder exits
+    (the blocks come back) nothing points at it any more."""
+    out = run_scenario("leak", tmp_path)
+    assert out["facts"]["errno"] == 28 and out["facts"]["saves"] >= 4
+    [proc] = out["snapshot"]["processes"]
+    assert proc["rank"] == 1 and proc["deleted_open_files"] >= 2
+    assert out["leak"]["named"] is True and "deepspeed.fastfilewriter-fd-leak" in out["leak"]["why"]
+    assert f"pid {proc['pid']} (rank 1)" in out["leak"]["why"]
+    assert out["leak_bundle"]["named"] is True
+    assert out["leak_after"]["named"] is False

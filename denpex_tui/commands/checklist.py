@@ -176,6 +176,9 @@ def scan_bundle(path: str, args) -> int:
 
     try:
         result = bundle_scan(path, load_catalog(list(getattr(args, "signatures", None) or [])))
+        from denpex_tui.probes.leak import name_leak_in_bundle
+
+        name_leak_in_bundle(result, path)  # the bundle's own probe readings name the fd leak, or not
     except SchemaError as exc:
         from denpex_tui.core.text import safe_str
 

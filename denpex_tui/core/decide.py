@@ -8,8 +8,10 @@ section 3), each a function here, applied in that order to one :class:`Attempt`:
    one given its rank where its file or the launcher tell it (rule 8);
 4. :func:`step4_same_cause` — ranks failing of related signatures together: one cause;
 5. and 6. :func:`step5_all_collateral` — when every failure is collateral: an external stop, a
-   rank another names as faulty, a hang, the launcher as the last resort (:mod:`.hang`);
-7. :func:`step7_terminated` — ranks the agent terminated before an error of their own.
+   rank another names as faulty, a rank that vanished without a word while its peers lost it
+   (:mod:`.vanished`), a hang, the launcher as the last resort (:mod:`.hang`);
+7. :func:`step7_terminated` — ranks the agent terminated before an error of their own, and
+   ranks whose logs just end with no error of their own (:func:`~.vanished.silent_collateral`).
 """
 
 from __future__ import annotations
@@ -19,15 +21,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import Catalog
-from .hang import agent_terminated, external_stop_incident, hang_incident, launcher_incident
+from .hang import EXTERNAL_STOPS, agent_terminated, external_stop_incident, hang_incident, launcher_incident
 from .job import JobState
-from .model import FailureEntry, Finding, Incident, LastLine, iso
+from .model import FailureEntry, Finding, Incident, LastLine, StopMark, iso
 from .ranks import rank_entry as _entry
+from .ranks import rank_ranges
 from .words import be, tally
 from .words import rank as _rank
 from .words import ranks as _ranks
 from .roles import (EPISODE, EPISODE_LINES, MAX_HYPOTHESES, SAME_CAUSE_WINDOW, Order, effective_role,
                     explained_by_report, hyp, names_a_stall, phase_label, related, rkey, tier)
+from .vanished import silent_collateral, vanished_incident
+from .victims import slow_cause
+from .shape import alike_evidence, odd_rank
+from .leakhint import leak_question
+from .where import refine as where_refine
 
 __all__ = ["Attempt", "attempt_incident"]
 
@@ -52,6 +60,7 @@ class Attempt:
     roles: dict[int, tuple[str, str | None, list[int]]] = field(default_factory=dict)
     blamed: dict[int, Finding] = field(default_factory=dict)
     by_rank: dict[Any, list[Finding]] = field(default_factory=dict)
+    marks: dict[int, StopMark] = field(default_factory=dict)  # where each rank last showed progress
 
 
 def attempt_incident(a: Attempt) -> Incident | None:
@@ -71,6 +80,9 @@ def attempt_incident(a: Attempt) -> Incident | None:
             extra_ranks = [f.rank for f in extra]
             inc.evidence.append(f"{_ranks(extra_ranks)} {be(len(set(extra_ranks)), past=True)} terminated by the launcher "
                                 "before they printed an error of their own (collateral)")
+        quiet = silent_collateral(a, inc.initiating, have | {rkey(f) for f in extra})
+        if quiet:
+            inc.collateral = _by_rank(inc.collateral + quiet)
     return inc
 
 
@@ -84,8 +96,24 @@ def step1_roles(a: Attempt) -> None:
         for b in r[2]:
             a.blamed.setdefault(b, f)
     explained_by_report(a.errs, a.roles, a.order)
+    step1_shape(a)
     for f in a.errs:
         a.by_rank.setdefault(rkey(f), []).append(f)
+
+
+def step1_shape(a: Attempt) -> None:
+    """What every rank's report says together (:mod:`.shape`): the rank whose collective
+    fingerprint differs from the majority's is the one at fault; the others' reports are
+    collateral."""
+    odd = odd_rank([f for f in a.errs if f.rank is not None])
+    if odd is None:
+        return
+    r, why = odd
+    for f in a.errs:
+        if f.rank is not None and f.rank != r and a.roles[id(f)][0] == "initiating":
+            a.roles[id(f)] = ("collateral", f"its report pairs it with rank {r}, whose collective differs from the "
+                              "majority's", [r])
+    a.evidence.append(why)
 
 
 # -- 2 ------------------------------------------------------------------------------------------
@@ -131,7 +159,10 @@ def step3_first(a: Attempt, init: Finding) -> tuple[Finding, str]:
     """The earliest rank's representative, with its rank where the file or the launcher gives
     it, and the confidence its rank and time allow."""
     confidence = "high"
-    if init.rank is None:
+    if init.rank is None and init.signature in EXTERNAL_STOPS:
+        a.evidence.append("the job was stopped from outside (the scheduler, a person): no rank of it did this, and "
+                          "no rank's failure comes before it")
+    elif init.rank is None:
         failed = {fe.rank for fe in a.fentries if fe.rank is not None and fe.rank >= 0
                   and fe.exitcode not in (None, 0, -15)}
         failed |= {f.rank for f in a.ctx if f.rank is not None and _exitcode(f) not in (0, -15)}
@@ -146,6 +177,14 @@ def step3_first(a: Attempt, init: Finding) -> tuple[Finding, str]:
             init.rank = next(iter(failed))
             a.evidence.append(f"the line carries no rank; the launcher's failure report names rank {init.rank} "
                               "as the one worker that failed")
+        elif len(a.blamed) == 1:
+            # a wrapper's report names the one worker that failed (Ray Train's 'Worker 0 has failed.',
+            # DCP's ranks:dict_keys([2])); the rankless failure is that worker's
+            init = _entry(init, [init])
+            init.rank = next(iter(a.blamed))
+            b = a.blamed[init.rank]
+            a.evidence.append(f"the line carries no rank; '{b.text[:120]}' names rank {init.rank} as the one worker "
+                              "that failed: the wrapper re-raises that worker's failure")
         else:
             confidence = "medium"
             a.evidence.append("the initiating line carries no rank, and its file name does not give one")
@@ -231,9 +270,60 @@ def step4_same_cause(a: Attempt, init: Finding, init_first: Finding, reps, confi
     return same, rivals, confidence
 
 
+def step3_where(a: Attempt, init: Finding) -> Finding:
+    """Say what and where (:mod:`.where`): the frames around the initiating error give its phase
+    (an EMFILE in a DataLoader worker is data loading) and its place (an ENOSPC on /dev/shm, a
+    bus error inside NCCL's shared memory)."""
+    # the same error reported again by the same rank in this episode (a print, then its
+    # traceback): its frames say where too
+    hits = list(init.fields.get("where") or [])
+    t0 = a.order.when(init)
+    for f in a.by_rank.get(rkey(init), []):
+        w = a.order.when(f)
+        near = (abs(w - t0) <= EPISODE.total_seconds() if t0 is not None and w is not None
+                else f.path == init.path and abs(f.text_line - init.text_line) <= EPISODE_LINES)
+        if f is not init and f.signature == init.signature and near:
+            hits += [h for h in f.fields.get("where") or [] if h not in hits]
+    probe = init
+    if hits != list(init.fields.get("where") or []):
+        probe = _entry(init, [init])
+        probe.fields = {**init.fields, "where": hits}
+    sig_id, phase, why = where_refine(probe, a.catalog)
+    if sig_id is None and phase is None:
+        return init
+    init = _entry(probe, [init])
+    if sig_id is not None:
+        sig = a.catalog.get(sig_id)
+        init.fields = {**init.fields, "seen_as": init.signature}
+        init.signature, init.title, init.family, init.phase = sig.id, sig.title, sig.family, sig.phase
+    if phase is not None:
+        init.phase = phase
+    if why:
+        a.evidence.append(why)
+    return init
+
+
+def step3_measure(a: Attempt, init: Finding) -> None:
+    """An ENOSPC in a checkpoint save: which measurement tells a full disk from deleted checkpoints
+    still held open (the FastFileWriter fd leak), with the commands (:mod:`.leakhint`)."""
+    from .fixes import incident_values
+
+    vals = incident_values(init, a.job)
+    ckpt = str(vals.get("ckpt_dir") or "")
+    q = leak_question(init, a.job.versions(), vals.get("dir") or (ckpt if "/" in ckpt and ckpt[0] not in "[(" else None))
+    if q is not None:
+        a.evidence.append(q[0])
+        a.hypotheses.append(q[1])
+
+
 def _initiating_incident(a: Attempt, reps, demoted: list[Finding]) -> Incident:
     _, rep, init_first, _ = reps[0]
     init, confidence = step3_first(a, rep)
+    init = step3_where(a, init)
+    alike = alike_evidence(init) if init.signature not in EXTERNAL_STOPS else None
+    if alike:
+        a.evidence.append(alike)
+    step3_measure(a, init)
     same, _rivals, confidence = step4_same_cause(a, init, init_first, reps, confidence)
     exclude = {rkey(rep), rkey(init)} | {rkey(s) for s in same}  # the rank as found, and as given
     collateral = []
@@ -242,9 +332,10 @@ def _initiating_incident(a: Attempt, reps, demoted: list[Finding]) -> Incident:
             continue
         coll = [f for f in lst if a.roles[id(f)][0] == "collateral"] or lst
         collateral.append(_entry(coll[0], lst))
-    if init.rank in a.blamed:
+    if init.rank in a.blamed and not any("names rank" in e for e in a.evidence):
         b = a.blamed[init.rank]
-        a.evidence.append(f"rank {b.rank}'s monitored barrier names rank {init.rank} as the rank that failed to arrive")
+        by = f"rank {b.rank}'s" if b.rank is not None else "a"
+        a.evidence.append(f"{by} report names rank {init.rank} as the rank that failed ('{b.text[:120]}')")
     if collateral:
         by_sig: dict[str, list] = {}
         for c in collateral:
@@ -254,7 +345,14 @@ def _initiating_incident(a: Attempt, reps, demoted: list[Finding]) -> Incident:
     for d in demoted[:3]:
         a.evidence.append(f"rank {d.rank}'s {d.exc_type or d.signature} is collateral: {a.roles[id(d)][1]}")
     _launcher_evidence(init, a.fentries, a.evidence, a.hypotheses)
-    collateral = _by_rank(collateral + step7_terminated(a, init, {rkey(c) for c in collateral} | exclude))
+    collateral = collateral + step7_terminated(a, init, {rkey(c) for c in collateral} | exclude)
+    quiet = silent_collateral(a, init, {rkey(c) for c in collateral} | exclude)
+    if quiet:
+        rs = [f.rank for f in quiet]
+        a.evidence.append(f"{_ranks(rs)}: no error of "
+                          f"{'their own, their logs just end' if len(rs) > 1 else 'its own, its log just ends'} "
+                          "(stopped with the job: collateral)")
+    collateral = _by_rank(collateral + quiet)
     summary = (f"{_rank(init.rank)} initiating: {init.title}"
                f"{phase_label(init.phase)} - {tally(len(collateral), len(same))}")
     return Incident(a.attempt, init, collateral, same, None, confidence, a.evidence, summary,
@@ -294,12 +392,30 @@ def step5_all_collateral(a: Attempt) -> Incident | None:
         inc = _blamed_incident(a, coll)
         if inc is not None:
             return inc
+    inc = step5_vanished(a)
+    if inc is not None:
+        return inc
     if coll or a.stalls or a.errs:
         inc = hang_incident(a.attempt, coll or a.errs, a.ranks_seen, a.lasts, a.fentries, a.catalog, a.stalls, a.job,
                             a.ctx)
         inc.hypotheses = a.hypotheses + inc.hypotheses
-        return inc
+        return step6_victims(a, inc)
     return launcher_incident(a.attempt, a.ctx or a.errs, a.fentries, a.catalog, a.job)
+
+
+def step6_victims(a: Attempt, inc: Incident) -> Incident:
+    """A hang told apart (:mod:`.victims`): the ranks that timed out waiting are victims; a rank
+    inside a checkpoint save, or a save under way when their collective started, is the cause."""
+    return slow_cause(a, inc)
+
+
+def step5_vanished(a: Attempt) -> Incident | None:
+    """Every failure says a peer went away, no launcher names a rank, and ranks seen in the logs
+    printed nothing: the one that stopped first died without a word (:mod:`.vanished`)."""
+    inc = vanished_incident(a)
+    if inc is not None:
+        inc.hypotheses = a.hypotheses + inc.hypotheses
+    return inc
 
 
 def _blamed_incident(a: Attempt, coll: list[Finding]) -> Incident | None:

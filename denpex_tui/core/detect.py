@@ -194,6 +194,8 @@ _FATAL: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"\*\*\* Process received signal (?:(?P<name>SIG[A-Z]{2,6})|(?P<n>\d{1,2})) \*\*\*"), "proc.fatal-signal", "openmpi"),
     (re.compile(r"^Signal: (?P<desc>Segmentation fault|Bus error|Aborted|Floating point exception) \((?P<n>\d{1,2})\)"), "proc.fatal-signal", "openmpi"),
     (re.compile(r"\bSIG(?P<sname>SEGV|BUS|ABRT|FPE|ILL) received\b"), "proc.fatal-signal", "runtime"),
+    # gdb: 'Thread 787 "imagenet_fake_d" received signal SIGBUS, Bus error.', 'Program received signal SIGSEGV, ...'
+    (re.compile(r"\breceived signal (?P<name>SIG(?:SEGV|BUS|ABRT|FPE|ILL)), [A-Z]"), "proc.fatal-signal", "gdb"),
     (re.compile(r"^(?:/\S+: line \d+: +\d+ )?(?P<desc>Segmentation fault|Bus error|Aborted|Floating point exception|Illegal instruction) +\(core dumped\)"), "proc.fatal-signal", "shell"),
     # The shell's job report: bash "Killed" (alone, or glued to the progress bar the process left
     # behind), "bash: 15391 Killed    cmd", "/bin/sh: line 1: 15391 Killed ...", zsh "zsh: killed  cmd".
@@ -203,6 +205,9 @@ _FATAL: tuple[tuple[re.Pattern[str], str, str], ...] = (
                 r"|(?:^|\]|\||%)\s?\[\d{1,4}\] *[+-]? +(?:\d{1,9} +)?(?P<desc4>[Kk]illed) "), "proc.killed", "shell"),
     (re.compile(r"^\S*\b(?:ba|z|k|da)?sh(?:: line \d{1,7})?: +(?:\d{1,9} +)?(?P<desc>[Ss]egmentation fault|[Aa]borted|"
                 r"[Bb]us error|[Ff]loating point exception|[Ii]llegal instruction)"), "proc.fatal-signal", "shell"),
+    # Ray: the raylet (or a re-raised ActorDiedError) saw a worker process end without an error of
+    # its own: its connection closed (EOF). Killed (Ray lists SIGKILL by the OOM killer first) or crashed.
+    (re.compile(r"Worker unexpectedly exits with a connection error code 2\b"), "proc.killed", "ray"),
     (re.compile(r"\bterminate called after throwing an instance of '(?P<exc_type>[^']{1,200})'"), "proc.assert-failed", "libstdc++"),
     (re.compile(r"\bterminate called (?:recursively|without an active exception)"), "proc.assert-failed", "libstdc++"),
     (re.compile(r"Assertion [`'](?P<expr>.{1,400}?)' failed\.?"), "proc.assert-failed", "assert"),
@@ -216,6 +221,7 @@ _FATAL_LITERALS = (
     (" received", False),
     ("(core dumped)", False),
     ("terminate called ", False),
+    ("connection error code 2", False),
     ("' failed", False),
     ("killed", True),  # "Killed", zsh's "killed"
     ("sh: ", False),

@@ -170,6 +170,8 @@ def _looks_dir(p: str) -> bool:
 
 def _last_path_word(text: str) -> str | None:
     for w in reversed(text.split()):
+        if w.startswith("["):  # a log's own tag ([rank5/8], [1,0]<stdout>), not a path
+            continue
         w = w.strip("'\",.;:()")
         if "/" in w:
             return w

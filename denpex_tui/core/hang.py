@@ -26,19 +26,24 @@ from .model import FailureEntry, Finding, Incident, LastLine, iso
 from .ranks import rank_entry as _entry
 from .ranks import rank_ranges
 from .rankroles import named
+from .timedout import reported_timeout as _reported_timeout
+from .timedout import timed_out_together
+from .timedout import timeout_report as _timeout_report
 from .words import rank as _rank
 from .words import ranks as _ranks_of
 from .words import count, plural, tally
 
-__all__ = ["hang_incident", "launcher_incident", "agent_terminated", "external_stop_incident", "exit_meaning",
+__all__ = ["hang_incident", "launcher_incident", "agent_terminated", "external_stop_incident", "exit_meaning", "EXTERNAL_STOPS",
            "apply_dump_evidence"]
 
 # The launcher itself told to stop from outside (scheduler cancel or time limit, a person).
 _EXTERNAL_STOP = {"torchelastic.death-signal"}
+# Job-level stops from outside: no rank of the job did them.
+EXTERNAL_STOPS = frozenset(_EXTERNAL_STOP | {"slurm.job-cancelled-limit"})
 
 _D2 = re.compile(r"work sequence id: (\d+).*?last enqueued work: (\d+), last completed work: (\d+)")
 _LAUNCHER_PREFIXES = ("mpirun.", "horovod.process-", "colossalai.launch")
-_TIMEOUT_KIND = re.compile(r"timeout|stuck|heartbeat|stalled|section|hang")
+_TIMEOUT_KIND = re.compile(r"timeout|stuck|heartbeat|stalled|section|hang|dump-signal")
 _LAUNCHER_IDS = (
     "torchelastic.child-process-failed", "torchelastic.worker-signaled", "deepspeed.launcher-exit-code",
     "slurm.task-signaled", "slurm.task-exit-code", "pdsh.remote-exit", "torchelastic.child-failed",
@@ -260,46 +265,6 @@ def _ranges(rs) -> str:
     return rank_ranges(rs)
 
 
-def _reported_timeout(attempt, coll: list[Finding], catalog: Catalog) -> Incident | None:
-    """Every rank here timed out or was told of a timeout, and a report names the rank that
-    *detected* it first (the Flight Recorder's 'dump signal ... from rank N', or 'from this local
-    rank'). That rank is where the timeout was first seen: a detector, not proof of the cause."""
-    reps = []
-    for f in coll:
-        ranks, ex = named(f.text, "reporter", f.rank)
-        if ranks:
-            reps.append((_ts(f.time) if f.time else float("inf"), f.source_order, f.text_line, ranks[0], ex, f))
-    if not reps:
-        return None
-    reps.sort(key=lambda x: x[:3])
-    _, _, _, rank, ex, f = reps[0]
-    own = [x for x in coll if x.rank == rank and _TIMEOUT_KIND.search(x.signature)]
-    src = own[0] if own else f
-    sig = catalog.get("dist.collective-timeout")
-    init = _entry(src, [src])
-    init.rank, init.role = rank, "initiating"
-    if not own:
-        init.signature = "dist.collective-timeout"
-        init.title = sig.title if sig else "Collective timed out"
-        init.phase, init.family = (sig.phase, sig.family) if sig else ("any", "dist")
-    told = sorted({x.rank for x in coll if x.rank is not None and x.rank != rank})
-    by = f"rank {f.rank}'s" if f.rank is not None and f.rank != rank else "its own"
-    evidence = [
-        f"no rank failed before the timeout; per {by} Flight Recorder dump signal ('{f.text[:160]}'), rank {rank} "
-        "detected the collective timeout first",
-        "the detecting rank is where the hang was first seen, not necessarily its cause: the rank that never "
-        "entered the collective prints no timeout; compare 'last enqueued/completed NCCL work' across ranks, or "
-        "read the Flight Recorder dumps (python -m torch.distributed.flight_recorder.fr_trace DUMP_DIR)",
-    ]
-    if told:
-        evidence.append(f"{_ranks_of(told)} {plural(len(told), 'was', 'were')} told of the timeout or timed out "
-                        "after it (collateral)")
-    collateral = _one_per_rank([_entry(x, [x]) for x in coll if x.rank != rank])
-    summary = (f"rank {rank} first to detect: {init.title} - {tally(len(collateral))}; "
-               "no rank failed before it")
-    return Incident(attempt, init, collateral, [], None, "low", evidence, summary)
-
-
 def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentries, catalog, stalls, job,
                   ctx: list[Finding] | None = None) -> Incident:
     evidence: list[str] = []
@@ -350,6 +315,7 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
     if not missing and not stalls and set(ranks_seen) <= timed_out and len(timed_out - {None}) <= 1 and coll:
         # Only the rank(s) that timed out are in these logs: the one that stalled is not.
         first = min(coll, key=lambda f: (_ts(f.time) if f.time else float("inf"), f.source_order, f.text_line))
+        first = _timeout_report([x for x in coll if x.rank == first.rank]) or first
 
         init = _entry(first, [x for x in coll if x.rank == first.rank])
         evidence.append(
@@ -365,6 +331,10 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
             seq, enq, comp = (int(x) for x in m.groups())
             if enq < seq or enq == comp:
                 behind.add(f.rank)
+    if not missing and not behind and not stalls:
+        inc = timed_out_together(attempt, coll, lasts, catalog)
+        if inc is not None:
+            return inc
     confidence = "medium"
     cands = missing or sorted(behind) or sorted(ranks_seen)
     if stalls:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .frdump import FRDump
 from .frtrace import FRReport, analyse
 from .lines.ranks import RankResolver, build_resolver
-from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo, finding_key
+from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo, StopMark, finding_key
 from .pipeline import SourceProcessor
 from .ras import RasReport
 from .text import safe_str
@@ -71,6 +71,7 @@ class ProcessorResult:
     unknown: dict = field(default_factory=dict)
     first_time: Any = None
     first_error: tuple | None = None  # (line, epoch or None): a rank file's first error line
+    stop_marks: list[StopMark] = field(default_factory=list)  # each rank stream's last progress line
 
     @classmethod
     def of(cls, p: SourceProcessor) -> "ProcessorResult":
@@ -90,6 +91,7 @@ class ProcessorResult:
             unknown={k: list(v) for k, v in p.unknown.items()},
             first_time=p.first_time,
             first_error=p.first_error,
+            stop_marks=list(getattr(p, "stop_marks", {}).values()),
         )
 
 
@@ -188,6 +190,8 @@ class JobState:
                 f.node = names.get(f.node_key or "")
             for ll in r.last_lines:
                 ll.key_rank = res(ll.node_key, ll.key_rank, ll.key_local)
+            for sm in r.stop_marks:
+                sm.key_rank = res(sm.node_key, sm.key_rank, sm.key_local)
             for m in r.markers:
                 m.rank = res(m.node_key, m.rank, m.local_rank)
         self._resolver = res
@@ -285,6 +289,21 @@ class JobState:
                     ll.time == cur.time and ll.priority > cur.priority
                 ):
                     out[k] = ll
+        return out
+
+    def stop_marks(self) -> dict[tuple[int, int], StopMark]:
+        """(attempt, rank) -> the rank's last progress line (:mod:`.stopmarks`), the per-rank
+        file's copy preferred, else the furthest."""
+        self.resolve()
+        out: dict[tuple[int, int], StopMark] = {}
+        for r in self.results.values():
+            for m in r.stop_marks:
+                if m.key_rank is None:
+                    continue
+                k = (m.attempt, m.key_rank)
+                cur = out.get(k)
+                if cur is None or (m.priority, m.step) > (cur.priority, cur.step):
+                    out[k] = m
         return out
 
     def unknown_lines(self) -> list[dict]:

@@ -17,6 +17,7 @@ __all__ = [
     "Finding",
     "FailureEntry",
     "LastLine",
+    "StopMark",
     "Marker",
     "Incident",
     "iso",
@@ -167,6 +168,31 @@ class LastLine:
     node_key: str | None
     attempt: int
     priority: int
+
+
+@dataclass
+class StopMark:
+    """Where a rank's stream last showed its progress: the last line with a progress counter
+    (a tqdm bar as last drawn, a step line), with the counter (:mod:`.lines.progress`)."""
+
+    path: str
+    line: int
+    offset: int
+    text: str
+    step: int
+    total: int | None
+    kind: str  # "bar" | "step"
+    time: datetime | None
+    key_local: int | None
+    key_rank: int | None
+    node_key: str | None
+    attempt: int
+    priority: int
+
+    def progress(self):
+        from .lines.progress import Progress
+
+        return Progress(self.step, self.total, self.kind)
 
 
 @dataclass

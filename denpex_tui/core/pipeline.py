@@ -7,11 +7,14 @@ complete). Its results do not depend on how the bytes were cut into chunks. For 
 1. the prefilter finds the few lines holding a signature or anchor literal;
 2. only those lines go through the door (:func:`~denpex_tui.core.lines.facts.line_facts`) and
    the detectors (:meth:`~denpex_tui.core.matcher.Matcher.detect`);
-3. a ``Traceback`` header switches the stream into *walk mode* (:mod:`denpex_tui.core.tracebacks`);
+3. a ``Traceback`` header switches the stream into *walk mode* (:mod:`denpex_tui.core.tracebacks`),
+   and so does a fatal report, for the native backtrace after it (:mod:`denpex_tui.core.where`:
+   the frames say where the failure happened);
 4. torchelastic's failure report and error.json are launcher evidence
    (:mod:`denpex_tui.core.failreport`), never trusted as the diagnosis;
 5. the last timestamped line of each rank's stream is recorded (the evidence for hangs: which
-   rank went silent first): :mod:`denpex_tui.core.streamtimes`.
+   rank went silent first): :mod:`denpex_tui.core.streamtimes`; and its last progress line (how
+   far it got, with or without timestamps): :mod:`denpex_tui.core.stopmarks`.
 
 Memory is bounded: findings are aggregated per (attempt, stream, signature) with a count,
 traceback blocks are capped, markers keep first and last occurrences.
@@ -34,11 +37,13 @@ from .lines.facts import LineFacts, line_facts
 from .lines.formats import small_int
 from .lines.reader import drop_continued
 from .matcher import ANCHORS, ERROR_WORDS, VERSION_RULES, Matcher
-from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo
+from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo, StopMark
+from .stopmarks import StopMarksMixin
 from .streamtimes import StreamTimesMixin
 from .tracebacks import ORIG_TB_HEADER as _ORIG_TB
 from .tracebacks import TB_HEADER as _TB
 from .tracebacks import TracebackMixin, _Block
+from .where import WhereMixin, frames_before
 
 __all__ = ["SourceProcessor"]
 
@@ -52,7 +57,8 @@ _UNKNOWN_SATURATED = 2000  # error-looking lines in a row that add nothing new: 
 _NOT_ERROR_LEVELS = ("info", "debug", "warning")
 
 
-class SourceProcessor(StreamTimesMixin, FirstErrorMixin, TracebackMixin, FailureReportMixin):
+class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMixin, TracebackMixin,
+                      FailureReportMixin):
     """Incremental processing of one source. Feed whole-line chunks in order."""
 
     def __init__(self, info: SourceInfo, matcher: Matcher, *, year_hint: int | None = None,
@@ -64,6 +70,7 @@ class SourceProcessor(StreamTimesMixin, FirstErrorMixin, TracebackMixin, Failure
         self.bytes_read = 0
         self.attempt = info.attempt or 0
         self.blocks: dict[StreamKey, _Block] = {}
+        self.windows: dict = {}  # stream -> the fatal report whose backtrace follows (core/where.py)
         self.fb_entries: list[_FBEntry] = []
         self.fb_active = False
         self.fb_root = False
@@ -72,6 +79,7 @@ class SourceProcessor(StreamTimesMixin, FirstErrorMixin, TracebackMixin, Failure
         self.markers: dict[tuple, list[Marker]] = {}
         self.marker_counts: dict[tuple, int] = {}
         self.last_lines: dict[tuple, LastLine] = {}
+        self.stop_marks: dict[tuple, StopMark] = {}  # where each rank stream last showed progress
         self.key_time: dict[StreamKey, datetime] = {}
         self.rank_pairs: set[tuple[int, int]] = set()  # (local, global) on this node
         self.keys_seen: dict[int, set[tuple[str, int]]] = {}  # attempt -> {("r"|"l", n)}
@@ -123,7 +131,7 @@ class SourceProcessor(StreamTimesMixin, FirstErrorMixin, TracebackMixin, Failure
         ns = len(starts)
         self.chunk_begin(data, offset)
         while pos < n:
-            if self.blocks or self.fb_active:
+            if self.blocks or self.fb_active or self.windows:
                 nl = data.find(b"\n", pos)
                 if nl < 0:
                     nl = n
@@ -156,6 +164,7 @@ class SourceProcessor(StreamTimesMixin, FirstErrorMixin, TracebackMixin, Failure
             self._note_key(g, info.local_rank if g is None else None)
         if self.info.kind != "error-json":
             self.record_last_lines(data, offset)
+            self.record_stop_marks(data, offset)
         self.chunk_end(data)
 
     def feed_unknown(self, data: bytes, offset: int) -> None:
@@ -227,6 +236,8 @@ class SourceProcessor(StreamTimesMixin, FirstErrorMixin, TracebackMixin, Failure
         pre = line_facts(data[s:e], self.year_hint)
         text = pre.text
         key = self.stream_of(pre)
+        if self.windows:
+            self.where_window_line(key, text)
         if self.info.kind == "console" and (key is None or key[0] == "h"):
             # torchelastic's failure report is the agent's (through pdsh, with its host label)
             if self.fb_active:
@@ -344,7 +355,12 @@ class SourceProcessor(StreamTimesMixin, FirstErrorMixin, TracebackMixin, Failure
             traceback_start=x.get("tb_start"), chained=x.get("chained") or [], extra=x.get("extra") or {},
             fields=fields, builtin=sig.builtin,
         )
+        if data is not None and x.get("tb_start") is None and sig.severity == "error":
+            before = frames_before(data, at)
+            if before:
+                f.fields.setdefault("where", before)
         self.findings[agg] = f
+        self.open_where_window(f, hit.key)
         if self.on_finding is not None:
             self.on_finding(f)
 

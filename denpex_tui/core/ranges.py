@@ -67,6 +67,10 @@ def absorb(a: SourceProcessor, b: SourceProcessor) -> None:
         ll.line += lines
         ll.attempt += d
         a.last_lines[_shift_attempt_key(k, d)] = ll
+    for k, m in getattr(b, "stop_marks", {}).items():
+        m.line += lines
+        m.attempt += d
+        a.stop_marks[_shift_attempt_key(k, d)] = m
     for fe in b.failure_entries:
         fe.line += lines
         fe.attempt += d

@@ -17,6 +17,7 @@ from datetime import datetime
 from .catalog import Signature
 from .hit import Hit
 from .matcher import ANCHORS, Detection
+from .where import where_hits
 
 __all__ = ["TracebackMixin", "TB_HEADER", "ORIG_TB_HEADER"]
 
@@ -46,6 +47,7 @@ class _Exc:
     original: bool = False
     origin: str | None = None  # the last frame printed before this exception
     detail_sigs: list[tuple[Detection, str, int, int]] = field(default_factory=list)
+    where: list[str] = field(default_factory=list)  # core/where.py entries its frames match, innermost first
 
     @property
     def sig(self) -> Signature | None:
@@ -72,6 +74,7 @@ class _Block:
     rank_override: int | None = None
     priority: int | None = None
     end_line: int = 0  # last line of the block that belongs to it (exception or its message)
+    where: list[str] = field(default_factory=list)  # entries the frames since the last exception match
 
 
 class TracebackMixin:
@@ -108,6 +111,8 @@ class TracebackMixin:
         if b.rank is None and b.rank_override is None:
             pass
         stripped = text.strip()
+        if stripped and len(b.where) < 64:
+            b.where.extend(where_hits(stripped))
         if b.state == "frames":
             if text.startswith(_TB):
                 return True
@@ -124,8 +129,9 @@ class TracebackMixin:
             exc_type = mexc.group("type") if mexc else stripped.split(":", 1)[0][:80]
             det = self.matcher.detect(text) if candidate else None
             b.exceptions.append(_Exc(exc_type, stripped, raw_text, lineno, off, det, original=b.pending_original,
-                                     origin=b.origin_frame))
+                                     origin=b.origin_frame, where=list(dict.fromkeys(reversed(b.where)))))
             b.origin_frame = None
+            b.where = []
             b.end_line = lineno
             b.pending_original = False
             b.state = "after"
@@ -199,6 +205,10 @@ class TracebackMixin:
             return
         if sig.id == "python.uncaught-exception":
             fields["exc_type"] = cause.type
+        where = list(dict.fromkeys(cause.where + [h for e in b.exceptions if e is not cause for h in e.where]
+                                   + list(reversed(b.where))))
+        if where:
+            fields["where"] = where[:16]
         chained = [e.text for e in b.exceptions if e is not cause][:8]
         g = b.rank_override if b.rank_override is not None else b.rank
         self._emit(sig, Hit(text, cause.raw, b.start_line, tline, toff, g, b.local, b.host, b.time, None, key,

@@ -79,6 +79,9 @@ def triage(
     lasts_by_attempt: dict[int, dict] = {}
     for (a, r), ll in last_lines.items():
         lasts_by_attempt.setdefault(a, {})[r] = ll
+    marks_by_attempt: dict[int, dict] = {}
+    for (a, r), m in job.stop_marks().items():
+        marks_by_attempt.setdefault(a, {})[r] = m
     incidents: list[Incident] = []
     for attempt in sorted(set(by_attempt) | set(ranks_by_attempt) | set(fe_by_attempt)):
         fs = by_attempt.get(attempt, [])
@@ -89,7 +92,7 @@ def triage(
             continue
         inc = attempt_incident(Attempt(attempt, errs, ctx, fs, ranks_by_attempt.get(attempt, set()),
                                        lasts_by_attempt.get(attempt, {}), fes, catalog, extra_stalls or {}, order,
-                                       job))
+                                       job, marks=marks_by_attempt.get(attempt, {})))
         if inc is None:
             continue
         if clocks.notes and inc.initiating is not None:

@@ -32,7 +32,7 @@ from denpex_tui.core.history import SourceHistory
 from denpex_tui.core.job import JobState, ProcessorResult
 from denpex_tui.core.lines.chunk import label_kind, stream_labels
 from denpex_tui.core.lines.facts import line_facts
-from denpex_tui.core.lines.reader import read_tail
+from denpex_tui.core.lines.reader import MAX_LINE, read_tail
 from denpex_tui.core.matcher import Matcher
 from denpex_tui.core.model import Finding, Incident, SourceInfo, finding_key, incident_key
 from denpex_tui.core.pipeline import SourceProcessor
@@ -156,6 +156,7 @@ class Engine:
         self._generation: dict[str, int] = {}
         self._dirty: set[str] = set()
         self._last_feed: dict[str, float] = {}
+        self._finished_at: dict[str, int] = {}  # source -> offset fed by finish() (its final partial line)
         self._incident_keys: dict[int, tuple] = {}
         self.incidents: list[Incident] = []
         self.stalls: dict[Any, float] = {}
@@ -232,6 +233,8 @@ class Engine:
         out: list[Any] = []
         lines_out: list[LogLine] = []
         for c in chunks:
+            if self._finished_at and c.offset < self._finished_at.get(c.source_id or c.path, -1):
+                continue  # finish() fed this final partial line already
             p = self._processor(c)
             if p.info.kind == "error-json":
                 p.feed_error_json(c.data)
@@ -324,9 +327,28 @@ class Engine:
         the end of a file does in ``scan``, and re-triage. Run through ``call``. What the live
         engine would only conclude after its quiet timers, independent of how busy the machine is."""
         for sid, p in self.processors.items():
+            self._final_partial(sid, p)
             p.close()
             self._dirty.add(sid)
         return [*self._take_new(), *self._retriage()]
+
+    def _final_partial(self, sid: str, p: SourceProcessor) -> None:
+        """A finished file's last line that never got its newline (a tqdm bar redrawn with carriage
+        returns by a rank that was killed): fed now, as the end of a file is in ``scan``; the
+        follower's own copy of it, if it comes later, is dropped."""
+        if p.info.kind in ("exec", "error-json"):
+            return
+        try:
+            size = os.stat(p.info.path).st_size
+        except OSError:
+            return
+        if size <= p.bytes_read or size - p.bytes_read > MAX_LINE:
+            return
+        tail = read_tail(p.info.path, size, size - p.bytes_read)
+        if not tail or b"\n" in tail:  # whole lines still on their way: the follower's to deliver
+            return
+        p.feed(tail + b"\n", p.bytes_read)
+        self._finished_at[sid] = size
 
     def _take_new(self) -> list[FindingEvent]:
         """New findings as events: one per (attempt, rank, signature), whichever copy of the

@@ -10,7 +10,9 @@ becomes a global one in one place only: :class:`~denpex_tui.core.lines.ranks.Ran
 
 Every consumer (scan's pipeline, the live engine, the view's index and rows, first-error and
 first-warning search, the probes' path extraction, evidence, the control comparison) reads these
-facts from here and computes none of them itself.
+facts from here and computes none of them itself. The progress counter a line shows (a tqdm bar
+as last drawn, a step line: :func:`line_progress`) is one more such fact, read only where it is
+asked for.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from typing import TYPE_CHECKING
 
 from ..text import safe_line
 from .formats import LEADING, MAX_PREFIX_ROUNDS, TEXT_RANK, active_formats, apply_groups, small_int
+from .progress import PROGRESS_NEEDLES, Progress, line_progress, shown_segment
 from .times import line_time
 
 if TYPE_CHECKING:
     from ..model import SourceInfo
 
-__all__ = ["LineFacts", "line_facts", "parse_line", "parse_level", "LAUNCHER_LINES", "is_launcher_text"]
+__all__ = ["LineFacts", "line_facts", "parse_line", "parse_level", "LAUNCHER_LINES", "is_launcher_text",
+           "line_progress", "shown_segment", "Progress", "PROGRESS_NEEDLES"]
 
 # A launcher's own lines, relayed through a task's label (srun relays slurmstepd's through task
 # 0): they are the launcher's, not that rank's.
