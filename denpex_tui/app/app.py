@@ -294,8 +294,11 @@ class DenpexApp(LevelActions, WatchActions, App):
                 st.stall(self._rank(ev.rank), ev.silent_s)
             elif isinstance(ev, StallCleared):
                 st.stall(self._rank(ev.rank), None)
-            elif isinstance(ev, SourceEvent) and ev.state in ("error", "possibly-lost", "deleted"):
-                self.notify(f"{ev.path}: {ev.state} {ev.detail}".strip(), title="source", severity="warning")
+            elif isinstance(ev, SourceEvent):
+                if ev.state in ("deleted", "replaced", "rotated", "truncated", "possibly-lost"):
+                    self.timeline_worker.recheck([ev.path])  # its old lines: still there?
+                if ev.state in ("error", "possibly-lost", "deleted"):
+                    self.notify(f"{ev.path}: {ev.state} {ev.detail}".strip(), title="source", severity="warning")
         st.add_findings(findings)
         if spoke or arrived is not None:
             st.saw_lines(spoke, arrived)

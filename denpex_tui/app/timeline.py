@@ -164,6 +164,8 @@ class Timeline:
         sid = self.sid_of(name)
         if sid is not None:
             meta = self.sources[sid]
+            if meta.spool is None:
+                meta.index.size()  # is the name still this file?
             if meta.spool is None and meta.index.stale:  # truncated or replaced: a new generation
                 sid = self._add(name, meta.info)
                 self.by_name[name] = sid
@@ -304,7 +306,23 @@ class Timeline:
                                                                     if (s := self.ensure_file(n)) is not None}
             changed = [sid for sid in sorted(sids)
                        if self.sources[sid].spool is None and self._read_new(sid)]
+            self.recheck()
             return self._merge(changed) if changed else 0
+
+    def recheck(self, names: Iterable[str] = ()) -> None:
+        """After a source event (deleted, replaced, rotated, truncated): does each name still lead
+        to its lines? Old generations read through their open file are let go once deleted."""
+        with self.lock:
+            for name in names:
+                sid = self.sid_of(name)
+                if sid is not None and self.sources[sid].spool is None:
+                    self.sources[sid].index.size()
+            for m in self.sources:
+                m.index.recheck()
+
+    def gone(self) -> list[int]:
+        """Sources whose lines can no longer be read back (deleted, truncated): not in views."""
+        return [sid for sid, m in enumerate(self.sources) if m.index.gone is not None]
 
     def spool(self, name: str, texts: list[str], info: SourceInfo | None = None) -> None:
         """Lines of a source that is no file (an ``--exec`` command), kept in a private file."""
@@ -426,7 +444,13 @@ class Timeline:
 
     def prefetch_lines(self, sid: int, line0: int, count: int) -> None:
         meta = self.sources[sid]
-        for j, (raw, cut) in enumerate(meta.index.read_lines(line0, count)):
+        if meta.index.gone is not None:  # shown in the unfiltered view only: say why it is empty
+            name = safe_line(os.path.basename(meta.name)).text
+            got = [(f"[{name} was {meta.index.gone}: its earlier lines can no longer be read]".encode(), False)
+                   ] * max(0, min(count, meta.index.lines - line0))
+        else:
+            got = meta.index.read_lines(line0, count)
+        for j, (raw, cut) in enumerate(got):
             st = safe_line(raw)
             key = (sid, line0 + j)
             if key not in self._text:

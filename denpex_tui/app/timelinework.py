@@ -36,6 +36,8 @@ class TimelineWorker:
         self.search_gen = 0
         self.requested = 0  # requests queued, and handled (both only grow): idle when equal
         self.handled = 0
+        self._view: tuple[int | None, bool] = (None, True)  # the filter last asked for
+        self._gone: list[int] = []  # sources whose lines went with their file, as views know
 
     @property
     def idle(self) -> bool:
@@ -63,6 +65,10 @@ class TimelineWorker:
         """The engine's new lines: files are read back from disk, other sources spooled."""
         if lines:
             self._put(("lines", lines))
+
+    def recheck(self, paths: list[str]) -> None:
+        """A source was deleted, replaced, rotated or truncated: see what of it is still there."""
+        self._put(("recheck", list(paths)))
 
     def view(self, rank: int | None, hide_copies: bool) -> None:
         self._put(("view", rank, hide_copies))
@@ -133,6 +139,9 @@ class TimelineWorker:
         grew = 0
         if names:
             grew += self.tl.refresh(names)
+        rechecks = [p for item in batch if item[0] == "recheck" for p in item[1]]
+        if rechecks:
+            self.tl.recheck(rechecks)
         for src, texts in spools.items():
             before = self.tl.rows
             self.tl.spool(src, texts, SourceInfo(path=src, kind="exec", exec_rank=spool_rank.get(src)))
@@ -149,7 +158,11 @@ class TimelineWorker:
             if item[0] in ("view", "search"):
                 last[item[0]] = item
         if "view" in last:
-            _k, rank, hide = last["view"]
+            self._view = (last["view"][1], last["view"][2])
+        gone = self.tl.gone()
+        if "view" in last or gone != self._gone:  # a gone source's rows leave the views too
+            self._gone = gone
+            rank, hide = self._view
             self.post(ViewReady(view_for(self.tl, rank, hide), rank, hide))
         if grew:
             self._changed(force=True)

@@ -47,7 +47,10 @@ def view_for(tl: Timeline, rank: int | None, hide_copies: bool) -> View:
         return tl.default
     parts = []
     mine = []
+    gone = set(tl.gone())
     for sid, m in enumerate(tl.sources):
+        if sid in gone:
+            continue
         if m.info.kind == "console":
             rows, tags = _console_rows(tl, sid)
             parts.append(rows[_pick(tl, sid, tags, rank, hide_copies)])
@@ -59,10 +62,13 @@ def view_for(tl: Timeline, rank: int | None, hide_copies: bool) -> View:
 
 
 def rebuild_default(tl: Timeline) -> None:
-    """The default view again (after the rank map changed what is a copy)."""
+    """The default view again (after the rank map changed what is a copy, or a source's lines
+    went with its deleted or truncated file)."""
     parts = []
-    special = []
+    special = tl.gone()  # lines that cannot be read back any more
     for sid, m in enumerate(tl.sources):
+        if sid in special:
+            continue
         if m.info.kind == "console":
             rows, tags = _console_rows(tl, sid)
             parts.append(rows[_pick(tl, sid, tags, None, True)])

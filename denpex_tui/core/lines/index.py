@@ -50,7 +50,8 @@ class FileIndex:
         self.end = 0
         self.last_time: float | None = None
         self.timed = False  # some line had a timestamp
-        self.stale = False  # the file was truncated or replaced: its old lines are gone
+        self.stale = False  # the name no longer leads to these lines (truncated, replaced, renamed)
+        self.gone: str | None = None  # why these lines cannot be read back any more
         self.year_hint: int | None = None
         self.dev_ino: tuple[int, int] | None = None
         self.tags: array | None = array("i") if console else None
@@ -126,17 +127,50 @@ class FileIndex:
     # -- the file ----------------------------------------------------------------------------
 
     def size(self) -> int:
+        """The file's size now; notes when its name stopped leading to the lines indexed."""
         try:
             st = os.stat(self.path)
+        except FileNotFoundError:
+            self._lost()
+            return self.end
         except OSError:
             return self.end
         if self.dev_ino is None:
             self.dev_ino = (st.st_dev, st.st_ino)
             if self.year_hint is None:
                 self.year_hint = datetime.fromtimestamp(st.st_mtime).year
-        elif self.dev_ino != (st.st_dev, st.st_ino) or st.st_size < self.end:
+        elif self.dev_ino != (st.st_dev, st.st_ino):
+            self.stale = True  # another file has the name now
+            self._lost()
+        elif st.st_size < self.end:
             self.stale = True
+            self._let_go("truncated")  # the bytes indexed were overwritten or dropped
         return st.st_size
+
+    def _lost(self) -> None:
+        """The name does not lead to this file any more. Its lines stay readable through the open
+        file while the file still exists under another name (rotated); a deleted file is let
+        go at once (holding it would keep its disk space: the deleted-open pattern)."""
+        if self.gone is not None:
+            return
+        if self._fd is None:
+            self._let_go("renamed or deleted")
+            return
+        try:
+            alive = os.fstat(self._fd).st_nlink > 0
+        except OSError:
+            alive = False
+        if not alive:
+            self._let_go("deleted")
+
+    def recheck(self) -> None:
+        """A stale index still read through its open file: let it go once the file is deleted."""
+        if self.stale and self.gone is None:
+            self._lost()
+
+    def _let_go(self, why: str) -> None:
+        self.gone = why
+        self.close()
 
     def mtime(self) -> float:
         try:
@@ -145,20 +179,26 @@ class FileIndex:
             return 0.0
 
     def _read(self, n: int, off: int) -> bytes:
-        if self.stale:
+        if self.gone is not None:
             return b""
         if self._fd is None:
+            if self.stale:
+                return b""  # the name is another file's now
             try:
-                self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+                fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
             except OSError:
                 return b""
             try:
-                st = os.fstat(self._fd)
-                if self.dev_ino is not None and (st.st_dev, st.st_ino) != self.dev_ino:
-                    self.stale = True  # another file now has the name: its lines are not ours
-                    return b""
+                st = os.fstat(fd)
             except OSError:
+                os.close(fd)
                 return b""
+            if self.dev_ino is not None and (st.st_dev, st.st_ino) != self.dev_ino:
+                os.close(fd)  # another file now has the name: its lines are not ours
+                self.stale = True
+                self._let_go("renamed or deleted")
+                return b""
+            self._fd = fd
         try:
             return os.pread(self._fd, n, off)
         except OSError:
