@@ -40,8 +40,8 @@ from scan_bench import generate, patterns_file  # noqa: E402
 
 DRIVER = textwrap.dedent("""
     import asyncio, json, sys, time
-    import psutil
-    T0 = psutil.Process().create_time()
+    from denpex_tui.core.clock import start_epoch
+    T0 = start_epoch()  # the process's own start (the kernel's clock ticks, not psutil's 1 s)
     from denpex_tui.app.factory import WatchOptions, make_app
     root = sys.argv[1]
     app = make_app(WatchOptions(paths=[root], processes=False, probes=False, root=root), include_user=False)
