@@ -40,6 +40,7 @@ from scan_bench import generate, patterns_file  # noqa: E402
 
 DRIVER = textwrap.dedent("""
     import asyncio, json, sys, time
+    import psutil
     from denpex_tui.core.clock import start_epoch
     T0 = start_epoch()  # the process's own start (the kernel's clock ticks, not psutil's 1 s)
     from denpex_tui.app.factory import WatchOptions, make_app

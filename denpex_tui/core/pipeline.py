@@ -138,6 +138,8 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
                 self._line(data, pos, nl, cur + 1, offset + pos, pos in cand)
                 pos = nl + 1
                 cur += 1
+                if not cur & 1023 and self.blocks:
+                    self.close_quiet_blocks(cur)
                 continue
             while i < ns and starts[i] < pos:
                 i += 1

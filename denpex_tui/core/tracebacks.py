@@ -29,6 +29,7 @@ _CHAIN = (ANCHORS["chain-during"], ANCHORS["chain-cause"])
 _REPEATED = re.compile(r"^\s*\[Previous line repeated \d+ more times?\]\s*$")
 _EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::(?: |$)|$)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<func>.+)$')
+QUIET_LINES = 20_000  # a rank's traceback lines, however interleaved with a big job's others, are nearer
 _MAX_BLOCK_LINES = 400
 _MAX_CONTINUATION = 30
 TB_HEADER, ORIG_TB_HEADER = _TB, _ORIG_TB
@@ -75,6 +76,7 @@ class _Block:
     priority: int | None = None
     end_line: int = 0  # last line of the block that belongs to it (exception or its message)
     where: list[str] = field(default_factory=list)  # entries the frames since the last exception match
+    last_line: int = 0  # the last line of its stream it was fed
 
 
 class TracebackMixin:
@@ -105,6 +107,7 @@ class TracebackMixin:
     def _block_line(self, b: _Block, text: str, raw_text: str, lineno: int, off: int, t, candidate: bool) -> bool:
         """Feed one line of the block's stream; False when the line is not part of it."""
         b.nlines += 1
+        b.last_line = lineno
         if b.nlines > _MAX_BLOCK_LINES:
             self._close_block(b.key)
             return False
@@ -174,6 +177,15 @@ class TracebackMixin:
             if det is not None:
                 b.exceptions[-1].detail_sigs.append((det, stripped, lineno, off))
         return True
+
+    def close_quiet_blocks(self, lineno: int) -> None:
+        """Close the tracebacks whose stream has said nothing for :data:`QUIET_LINES` lines (a
+        console's rank whose traceback was its last word, in a file that goes on with other
+        streams): what follows cannot belong to them, and while any is open every line is read
+        one by one."""
+        for key, b in list(self.blocks.items()):
+            if lineno - max(b.last_line, b.start_line) > QUIET_LINES:
+                self._close_block(key)
 
     def _close_block(self, key: StreamKey) -> None:
         b = self.blocks.pop(key, None)
