@@ -6,7 +6,9 @@ See docs/live-engine.md.
 
 from .execsource import ExecSource, parse_exec_spec
 from .proctable import ProcessEvent, ProcessTable
-from .sources import Chunk, DirWatch, FileFollower, SourceEvent, classify_name
+from .dirwatch import DirWatch, classify_name
+from .follower import FileFollower
+from .sources import Chunk, SourceEvent
 from .stall import StallCleared, StallDetector, StallEvent
 from .tailer import Tailer, TokenBucket
 

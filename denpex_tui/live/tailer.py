@@ -64,16 +64,9 @@ from denpex_tui.probes.mounts import MountTable
 from ._fsinfo import CTO_FS, NAME_EVENTS, Inotify
 from ._malloc import big_buffers_unmapped
 from .filecap import FileCap
-from .sources import (
-    NAME_CHECK_MIN_S,
-    NAME_CHECK_WATCHED_S,
-    Chunk,
-    DirWatch,
-    FileFollower,
-    PollResult,
-    SourceEvent,
-    expand_spec,
-)
+from .dirwatch import DirWatch, expand_spec
+from .follower import FileFollower
+from .sources import NAME_CHECK_MIN_S, NAME_CHECK_WATCHED_S, Chunk, PollResult, SourceEvent
 
 __all__ = ["Tailer", "TailStream", "TokenBucket"]
 
