@@ -10,7 +10,8 @@ from .dirwatch import DirWatch, classify_name
 from .follower import FileFollower
 from .sources import Chunk, SourceEvent
 from .stall import StallCleared, StallDetector, StallEvent
-from .tailer import Tailer, TokenBucket
+from .pollwork import TokenBucket
+from .tailer import Tailer, TailOptions
 
 __all__ = [
     "Chunk",
@@ -23,6 +24,7 @@ __all__ = [
     "StallCleared",
     "StallDetector",
     "StallEvent",
+    "TailOptions",
     "Tailer",
     "TokenBucket",
     "classify_name",

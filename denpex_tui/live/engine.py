@@ -20,12 +20,13 @@ rings.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.history import SourceHistory
@@ -44,6 +45,9 @@ from .backlog import Backlog, HistoryDone, HistoryProgress
 from .dumps import DumpWatch, split_evidence
 from .sources import Chunk, SourceEvent
 from .stall import StallCleared, StallDetector, StallEvent
+
+if TYPE_CHECKING:
+    from .tailer import TailOptions
 
 __all__ = ["Engine", "FindingEvent", "IncidentEvent", "LinesEvent", "LogLine", "HistoryProgress", "HistoryDone"]
 
@@ -144,7 +148,7 @@ class Engine:
         keep_lines: int = 0,
         index: bool = False,
         jobs: int | None = None,
-        tailer_options: dict[str, Any] | None = None,
+        tailer_options: TailOptions | None = None,
     ):
         """``keep_lines``: live lines are sent as ``LinesEvent`` (at most this many of one
         chunk; 0: none). ``index``: the history pass also builds each file's line index for the
@@ -174,15 +178,14 @@ class Engine:
         self.backlog = None if from_end else Backlog(list(paths), self.matcher, index=index, polite=polite, jobs=jobs)
         self.history_done = from_end  # every file found at start is read to its end
         from .proctable import ProcessTable
-        from .tailer import Tailer
+        from .tailer import TailOptions, Tailer
 
-        opts = dict(tailer_options or {})
+        opts = dataclasses.replace(tailer_options or TailOptions(), from_end=from_end, polite=polite)
         self.proctable = ProcessTable(job_processes(paths)) if processes else None
         # Flight Recorder dumps and RAS reports are evidence, not lines: never tailed
         log_paths, evidence = split_evidence(paths)
         self.dumps = DumpWatch(paths, evidence)
-        self.tailer = Tailer(log_paths, execs or [], from_end=from_end, polite=polite, proctable=self.proctable,
-                             **opts)
+        self.tailer = Tailer(log_paths, execs or [], options=opts, proctable=self.proctable)
 
     # -- processing (worker thread) -------------------------------------------------------
 
