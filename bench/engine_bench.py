@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from denpex_tui.core.catalog import load_catalog  # noqa: E402
 from denpex_tui.core.scan import scan_paths  # noqa: E402
-from denpex_tui.live.engine import Engine, FindingEvent  # noqa: E402
+from denpex_tui.live.engine import Engine  # noqa: E402
+from denpex_tui.live.events import FindingEvent  # noqa: E402
 from denpex_tui.live.tailer import TailOptions  # noqa: E402
 
 STEP = ("2026-11-29 17:40:16,343 INFO [rank{r}/{n}] train: step {s}/200000 | epoch 0 | loss 2.0421 | acc 0.383 | "

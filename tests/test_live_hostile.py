@@ -41,7 +41,8 @@ def test_repeated_truncations_to_a_nonzero_size_do_not_double_the_view_lines(tmp
     """Issue: truncating to a non-zero size made the tailer deliver the lines before the
     cut again (up to 12 times); findings hid it by de-duplication, the view did not."""
     from denpex_tui.core.catalog import load_catalog
-    from denpex_tui.live.engine import Engine, LinesEvent
+    from denpex_tui.live.engine import Engine
+    from denpex_tui.live.events import LinesEvent
     from denpex_tui.live.tailer import TailOptions
 
     def line(i: int) -> bytes:

@@ -23,7 +23,8 @@ from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.model import Finding
 from denpex_tui.core.text import safe_str
 from denpex_tui.core.words import count
-from denpex_tui.live.engine import Engine, FindingEvent, HistoryDone, HistoryProgress, IncidentEvent, LinesEvent
+from denpex_tui.live.engine import Engine
+from denpex_tui.live.events import FindingEvent, HistoryDone, HistoryProgress, IncidentEvent, LinesEvent
 from denpex_tui.live.proctable import ProcessEvent
 from denpex_tui.live.sources import SourceEvent
 from denpex_tui.live.stall import StallCleared, StallEvent

@@ -17,7 +17,8 @@ from typing import Any
 from denpex_tui.core.catalog import load_catalog
 from denpex_tui.core.text import safe_json, safe_str
 
-from denpex_tui.live.engine import Engine, LinesEvent
+from denpex_tui.live.engine import Engine
+from denpex_tui.live.events import LinesEvent
 from denpex_tui.live.execsource import kill_all
 from denpex_tui.live.sources import SourceEvent
 from denpex_tui.live.stall import StallCleared, StallEvent
