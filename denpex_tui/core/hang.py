@@ -25,13 +25,12 @@ from .frtriage import apply_dump_evidence
 from .model import FailureEntry, Finding, Incident, LastLine, iso
 from .ranks import rank_entry as _entry
 from .ranks import rank_ranges
-from .rankroles import named
 from .timedout import reported_timeout as _reported_timeout
 from .timedout import timed_out_together
 from .timedout import timeout_report as _timeout_report
 from .words import rank as _rank
 from .words import ranks as _ranks_of
-from .words import count, plural, tally
+from .words import count, tally
 
 __all__ = ["hang_incident", "launcher_incident", "agent_terminated", "external_stop_incident", "exit_meaning", "EXTERNAL_STOPS",
            "apply_dump_evidence"]

@@ -34,7 +34,6 @@ class TokenBucket:
         self.rate = rate if rate and rate > 0 else None
         self.burst = burst if burst else (max(8.0, self.rate * 0.25) if self.rate else 0.0)
         self.tokens = self.burst
-        self._clock = clock
         self._t = clock()
         self.spent = 0
 

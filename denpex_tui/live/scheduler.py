@@ -102,7 +102,6 @@ class PollScheduler:
         self._rot = 0
         self._quiet_top = o.poll_max
         self._tick = o.tick
-        self._n_polled = 0
         self._recount_at = 0.0
         self._pressure = False
         self._spent_mark = 0
@@ -442,7 +441,6 @@ class PollScheduler:
         followers = self.t.followers.values()
         watched = [self._watched(f) for f in followers]
         n = watched.count(False)
-        self._n_polled = n
         rate = self.bucket.rate or 500.0  # no cap: still pace quiet polling as if 500/s
         self._quiet_top = min(o.poll_max, max(o.poll_quiet_min, n * 1.25 / (0.8 * rate)))
         # timer-driven polls are dispatched per tick: a quarter of the quiet interval

@@ -102,10 +102,6 @@ class Chunk:
     note: str = ""
     rank: int | None = None
 
-    @property
-    def line_count(self) -> int:
-        return self.data.count(b"\n")
-
 
 @dataclass(slots=True)
 class SourceEvent:
