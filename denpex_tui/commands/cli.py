@@ -140,7 +140,7 @@ def cmd_scan(args, cfg) -> int:
     if not paths:
         raise UsageError("scan needs at least one PATH (a log file, a directory or a glob), or --demo")
     _check_since(args.since)
-    from denpex_tui.core.evidence import is_bundle  # an evidence bundle: its stored diagnosis
+    from denpex_tui.core.bundle_read import is_bundle  # an evidence bundle: its stored diagnosis
 
     try:
         bundle = len(paths) == 1 and is_bundle(paths[0], strict=True)
