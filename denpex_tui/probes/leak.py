@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .differential import LIKELY, Differential, differential, differential_kind
+from .candidates import LIKELY
+from .differential import Differential, differential, differential_kind
 
 __all__ = ["LeakVerdict", "name_leak", "leak_from_probe_json", "read_probe_json", "name_leak_in_bundle", "LEAK_ID"]
 
@@ -72,11 +73,11 @@ def leak_from_probe_json(probe: dict[str, Any], signature: str, path: str | None
     """The verdict from an evidence bundle's ``probe.json`` (its snapshot, read as the probes
     wrote it), for the bundle's initiating ``signature`` and the ``path`` its error names. No
     ``du`` is run: the bundle's paths may not exist where it is read."""
-    from .readings import Snapshot
+    from .wire import snapshot_from_json
 
     if not differential_kind(signature) or not isinstance(probe, dict) or not probe.get("snapshot"):
         return None
-    snap = Snapshot.from_json(probe["snapshot"])
+    snap = snapshot_from_json(probe["snapshot"])
     return name_leak(differential(signature, path, snap, du=False))
 
 
