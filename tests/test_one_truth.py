@@ -130,7 +130,7 @@ def _replay(src: Path, dst: Path, parts: int = 3) -> None:
 @pytest.mark.parametrize("case", RUNS, ids=[p.name for p in RUNS])
 def test_follow_json_written_in_slices_ends_with_the_scan_incident(tmp_path, case):
     """``scan --follow --json`` on a copy of the case written in three slices while it follows:
-    its last incident event is scan's incident, and it says ``provisional`` only while the
+    each attempt's last incident event is scan's incident of that attempt, and it says ``provisional`` only while the
     history is being read."""
     dst = tmp_path / case.name
     dst.mkdir()
@@ -143,7 +143,8 @@ def test_follow_json_written_in_slices_ends_with_the_scan_incident(tmp_path, cas
     try:
         writer.start()
         writer.join()
-        ref = _scan(dst)[0]
+        r = scan_paths([str(dst)], include_user=False)
+        refs = {inc.attempt: _root([inc]) for inc in r.incidents}  # one incident per attempt
         events: list[dict] = []
         deadline = time.monotonic() + 60
         os.set_blocking(p.stdout.fileno(), False)
@@ -152,9 +153,7 @@ def test_follow_json_written_in_slices_ends_with_the_scan_incident(tmp_path, cas
             buf += p.stdout.read() or b""
             *lines, buf = buf.split(b"\n")
             events += [json.loads(x) for x in lines if x.strip()]
-            incs = [e for e in events if e["event"] == "incident"]
-            ok = any(e["event"] == "history" and e["complete"] for e in events) and \
-                _same(incs[-1] if incs else None, ref)
+            ok = any(e["event"] == "history" and e["complete"] for e in events) and _all_same(events, refs)
             stable = (stable or time.monotonic()) if ok else None
             if stable and time.monotonic() - stable >= 1.0:
                 break
@@ -162,14 +161,20 @@ def test_follow_json_written_in_slices_ends_with_the_scan_incident(tmp_path, cas
     finally:
         p.terminate()
         p.communicate(timeout=20)
-    incs = [e for e in events if e["event"] == "incident"]
-    assert _same(incs[-1] if incs else None, ref), (ref, incs[-1:] if incs else None)
+    last = {e["attempt"]: e for e in events if e["event"] == "incident"}
+    assert _all_same(events, refs), (refs, last)
     complete = next((i for i, e in enumerate(events) if e["event"] == "history" and e["complete"]), None)
     assert complete is not None
     for i, e in enumerate(events):
         if e["event"] == "incident":
             assert e["provisional"] == (i < complete), e["summary"]
             assert not (e["provisional"] and e["confidence"] == "high")
+
+
+def _all_same(events: list[dict], refs: dict) -> bool:
+    """Each attempt's last incident event says what scan says of that attempt."""
+    last = {e["attempt"]: e for e in events if e["event"] == "incident"}
+    return all(_same(last.get(a), refs.get(a)) for a in set(refs) | set(last))
 
 
 def _same(inc: dict | None, ref) -> bool:

@@ -51,7 +51,9 @@ def test_sniffing_and_prefixed_lines():
 def test_scan_of_a_report_names_the_rank(tmp_path):
     r = scan_paths([str(RAS / "dead_process.txt")], include_user=False)
     inc = r.incidents[0]
-    assert inc.initiating.rank == 21 and inc.initiating.signature == "nccl.ras-missing-rank"
+    # the report's first error (DEAD) is the finding; the INCOMPLETE section's missing rank gives its rank
+    assert inc.initiating.rank == 21 and inc.initiating.signature == "nccl.ras-dead-process"
+    assert any("names rank 21 as the one that failed (or is missing)" in e for e in inc.evidence)
     assert any("process 3487984 on node 172.16.64.213" in e for e in inc.evidence)
     assert inc.initiating.line > 0 and inc.initiating.path.endswith("dead_process.txt")
     assert scan_paths([str(RAS / "healthy_nccl_issue_1730.txt")], include_user=False).incidents == []

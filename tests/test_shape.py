@@ -46,7 +46,7 @@ def test_a_scheduler_cancel_with_nothing_failed_before_is_no_ranks():
 def test_a_wrapper_naming_the_failed_worker_gives_a_rankless_death_its_rank():
     inc = _root(WILD / "c_ray_train_worker0_killed_oom")  # raylet: a worker died; TorchTrainer: Worker 0 has failed
     assert inc.initiating.signature == "proc.killed" and inc.initiating.rank == 0
-    assert any("Worker 0 has failed" in e and "re-raises" in e for e in inc.evidence)
+    assert any("Worker 0 has failed" in e and "taken as that rank's" in e for e in inc.evidence)
 
 
 def test_an_actor_died_error_is_the_death_it_wraps():

@@ -85,6 +85,8 @@ async def _follow(tmp_path: Path, how: str) -> None:
         old_row = int(tl.rows_of(old_sid)[1])
         old_text = tl.text(old_row)[0].text
         assert "Initialized process group" in old_text
+        await _until(pilot, lambda: app.query_one(LogView).row_count == tl.default.count(tl.rows), 30,
+                     "the screen shows the merged history")
         view_before = app.query_one(LogView).row_count
 
         if how == "recreated":

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from .lines.reader import SourceError, read_lines
 from .text import safe_line, safe_str
 from .words import count, ranks
 
@@ -145,11 +146,13 @@ def _lines(src, shared: bool = False):
     path, rank = src if isinstance(src, tuple) else (src, None)
     from .lines.facts import parse_line
 
-    with open(path, "rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            text = safe_line(raw.rstrip(b"\r\n")[:_MAX_LINE]).text
+    try:
+        for n, _off, raw in read_lines(path):  # the one reader: a line without end costs no memory
+            text = safe_line(raw.rstrip(b"\r")[:_MAX_LINE]).text
             if rank is None or parse_line(text).rank in ((rank, None) if shared else (rank,)):
                 yield n, text
+    except SourceError as exc:
+        raise OSError(str(exc)) from None
 
 
 def _path(src) -> str:

@@ -182,8 +182,8 @@ def step3_first(a: Attempt, init: Finding) -> tuple[Finding, str]:
             init = _entry(init, [init])
             init.rank = next(iter(a.blamed))
             b = a.blamed[init.rank]
-            a.evidence.append(f"the line carries no rank; '{b.text[:120]}' names rank {init.rank} as the one worker "
-                              "that failed: the wrapper re-raises that worker's failure")
+            a.evidence.append(f"the line carries no rank; '{b.text[:120]}' names rank {init.rank} as the one that "
+                              "failed (or is missing): the rankless failure is taken as that rank's")
         else:
             confidence = "medium"
             a.evidence.append("the initiating line carries no rank, and its file name does not give one")

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import schema
+from .lines.reader import SourceError, read_lines
 from .text import safe_line, safe_str
 
 __all__ = ["BEFORE", "AFTER", "MAX_LINE", "MAX_BYTES", "KIND", "write_bundle", "excerpt"]
@@ -91,20 +92,31 @@ def outside(path: str, roots: list[str]) -> str | None:
     return real
 
 
-def _open_inside(path: str, roots: list[str] | None):
-    """``open(path, "rb")``, refused when what was opened is outside ``roots``: the check is
-    made on the open file (``/proc/self/fd``), so a link swapped after the scan cannot slip in."""
-    fh = open(path, "rb")
-    if roots is None:
-        return fh
+def _lines_inside(path: str, roots: list[str] | None):
+    """``(line number, raw line)`` of ``path`` through the one reader of log bytes (the same
+    numbering as the diagnosis, a line without end costs no memory), refused when what is read is
+    outside ``roots``: the check is made on the open file (``/proc/self/fd``) and the reader must
+    then read that same file, so a link swapped after the scan cannot slip in."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # a FIFO never blocks
     try:
-        real = os.readlink(f"/proc/self/fd/{fh.fileno()}")
-    except OSError:
-        real = os.path.realpath(path)
-    if outside(real, roots) is not None:
-        fh.close()
-        raise Outside(f"{path}: leads outside the job's tree (to {real})")
-    return fh
+        st = os.fstat(fd)
+        if roots is not None:
+            try:
+                real = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                real = os.path.realpath(path)
+            if outside(real, roots) is not None:
+                raise Outside(f"{path}: leads outside the job's tree (to {real})")
+    finally:
+        os.close(fd)
+    box: dict = {}
+    try:
+        for n, _off, raw in read_lines(path, progress=box):
+            if box.get("ident") != (st.st_dev, st.st_ino):
+                raise Outside(f"{path}: replaced while it was read")
+            yield n, raw
+    except SourceError as exc:
+        raise OSError(str(exc)) from None
 
 
 def excerpt(path: str, line: int, before: int = BEFORE, after: int = AFTER,
@@ -113,17 +125,16 @@ def excerpt(path: str, line: int, before: int = BEFORE, after: int = AFTER,
     lo = max(1, line - before)
     out = []
     last = lo - 1
-    with _open_inside(path, roots) as fh:
-        for n, raw in enumerate(fh, 1):
-            if n < lo:
-                continue
-            if n > line + after:
-                break
-            raw = raw.rstrip(b"\r\n")
-            cut = len(raw) > MAX_LINE
-            text = safe_line(raw[:MAX_LINE]).text + (" [line cut at 4 KiB]" if cut else "")
-            out.append(f"{'>' if n == line else ' '}{n:>8}: {text}")
-            last = n
+    for n, raw in _lines_inside(path, roots):
+        if n < lo:
+            continue
+        if n > line + after:
+            break
+        raw = raw.rstrip(b"\r")
+        cut = len(raw) > MAX_LINE
+        text = safe_line(raw[:MAX_LINE]).text + (" [line cut at 4 KiB]" if cut else "")
+        out.append(f"{'>' if n == line else ' '}{n:>8}: {text}")
+        last = n
     return lo, last, "\n".join(out) + "\n"
 
 
@@ -134,15 +145,14 @@ def _line_at(path: str, t, roots: list[str] | None = None) -> int | None:
 
     best, n = None, 0
     tt = t.replace(tzinfo=None) if t is not None else None
-    with _open_inside(path, roots) as fh:
-        for n, raw in enumerate(fh, 1):
-            if tt is None:
-                continue
-            lt = line_facts(raw[:512]).time
-            if lt is not None:
-                if lt.replace(tzinfo=None) > tt:
-                    break
-                best = n
+    for n, raw in _lines_inside(path, roots):
+        if tt is None:
+            continue
+        lt = line_facts(raw[:512]).time
+        if lt is not None:
+            if lt.replace(tzinfo=None) > tt:
+                break
+            best = n
     return best if tt is not None else (n or None)
 
 

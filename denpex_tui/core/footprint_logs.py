@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import re
 
+from .lines.reader import SourceError, read_lines
 from .text import safe_line
 
 __all__ = ["config_from_logs"]
@@ -82,6 +83,16 @@ def _offload(zero: str, key: str) -> dict | None:
     return {m.group(1): _value(m.group(2)) for m in _KV.finditer(rest[j + 1:k])}
 
 
+def _lines(path: str):
+    """(line number, raw) through the one reader (bounded lines, gzip, UTF-16); a file it refuses
+    (binary, unreadable) gives no lines: the others may still hold the config."""
+    try:
+        for n, _off, raw in read_lines(path):
+            yield n, raw
+    except SourceError:
+        return
+
+
 def config_from_logs(paths: list[str]) -> tuple[dict, int | None, int | None, list[str]]:
     """(ds_config, parameter count or None, world size or None, where each came from)."""
     echo: dict[str, tuple[str, str]] = {}
@@ -91,35 +102,34 @@ def config_from_logs(paths: list[str]) -> tuple[dict, int | None, int | None, li
     swappers: dict[str, dict] = {}
     for path in paths:
         block = None
-        with open(path, "rb") as fh:
-            for n, raw in enumerate(fh, 1):
-                text = safe_line(raw.rstrip(b"\r\n")[:_MAX_LINE]).text
-                b = _OBJ.search(text)
-                if b:
-                    block = b.group(1)
-                    continue
-                m = _ECHO.search(text)
-                if m and block in _SWAPPERS and "print_object" in text:
-                    swappers.setdefault(block, {}).setdefault(m.group(1), (m.group(2), f"{path}:{n}"))
-                    continue
-                if "print_object" not in text:
-                    block = None
-                if m and m.group(1) in _KEYS and m.group(1) not in echo:
-                    echo[m.group(1)] = (m.group(2), f"{path}:{n}")
-                    continue
-                if params is None:
-                    if (h := _HF.search(text)) is not None:
-                        params, src = int(h.group(1).replace(",", "")), f"{path}:{n}"
-                        where.append(f"parameters from {src}")
-                    elif (lt := _LIGHT.search(text)) is not None:
-                        mult = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}[lt.group(2)]
-                        params = int(float(lt.group(1)) * mult)
-                        where.append(f"parameters from {path}:{n} (Lightning's rounded summary)")
-                    elif (p := _PLAIN.search(text)) is not None:
-                        params = int(p.group(1))
-                        where.append(f"parameters from {path}:{n}")
-                if (mm := _MEG.search(text)) is not None:
-                    meg.setdefault((int(mm.group(1)), int(mm.group(2))), int(mm.group(3)))
+        for n, raw in _lines(path):
+            text = safe_line(raw.rstrip(b"\r")[:_MAX_LINE]).text
+            b = _OBJ.search(text)
+            if b:
+                block = b.group(1)
+                continue
+            m = _ECHO.search(text)
+            if m and block in _SWAPPERS and "print_object" in text:
+                swappers.setdefault(block, {}).setdefault(m.group(1), (m.group(2), f"{path}:{n}"))
+                continue
+            if "print_object" not in text:
+                block = None
+            if m and m.group(1) in _KEYS and m.group(1) not in echo:
+                echo[m.group(1)] = (m.group(2), f"{path}:{n}")
+                continue
+            if params is None:
+                if (h := _HF.search(text)) is not None:
+                    params, src = int(h.group(1).replace(",", "")), f"{path}:{n}"
+                    where.append(f"parameters from {src}")
+                elif (lt := _LIGHT.search(text)) is not None:
+                    mult = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}[lt.group(2)]
+                    params = int(float(lt.group(1)) * mult)
+                    where.append(f"parameters from {path}:{n} (Lightning's rounded summary)")
+                elif (p := _PLAIN.search(text)) is not None:
+                    params = int(p.group(1))
+                    where.append(f"parameters from {path}:{n}")
+            if (mm := _MEG.search(text)) is not None:
+                meg.setdefault((int(mm.group(1)), int(mm.group(2))), int(mm.group(3)))
     if meg:
         params = sum(meg.values())
         where.append(f"parameters: the sum over {len(meg)} model-parallel ranks' Megatron counts")

@@ -20,6 +20,8 @@ when they name exactly one rank. Pure: findings and reports in, an incident out.
 
 from __future__ import annotations
 
+import dataclasses
+
 from .catalog import Catalog
 from .frtrace import FRReport, Verdict, report_json
 from .model import Finding, Incident, LastLine, iso
@@ -133,7 +135,7 @@ def apply_dump_evidence(inc: Incident | None, attempt: int, fr: FRReport | None,
         for c in old + inc.collateral + inc.same_cause:
             if c.rank == rank or (c.rank in v.ranks and c.rank is not None):
                 continue
-            c2 = Finding(**{**c.__dict__})
+            c2 = dataclasses.replace(c)
             c2.role = "collateral"
             collateral.append(c2)
         if init is not None:

@@ -68,7 +68,7 @@ class SourceInfo:
         return PRIORITY_FAILURE_BLOCK
 
 
-@dataclass
+@dataclass(slots=True)
 class Finding:
     """One signature seen on one rank (repeats of it are counted, not listed)."""
 

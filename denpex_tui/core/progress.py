@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .lines.reader import SourceError, read_chunks
+
 __all__ = ["Progress", "read_progress", "STEP"]
 
 STEP = re.compile(
@@ -108,7 +110,8 @@ def _last_step(buf: bytes) -> tuple[int | None, int | None]:
 def read_progress(path: str, stop_line: int | None = None) -> Progress:
     """Progress of one file, up to (not including) ``stop_line`` when given.
 
-    One pass in C over whole chunks: only lines that may be save lines are decoded; a rank's step
+    One pass in C over whole chunks read by the one reader (a line longer than its bound is
+    cut there, as everywhere: a progress bar that never ends costs no memory): only lines that may be save lines are decoded; a rank's step
     is its last step line before a save (and at the end), which is the step reached in a log whose
     steps only grow (a training loop's)."""
     p = Progress(path)
@@ -116,15 +119,10 @@ def read_progress(path: str, stop_line: int | None = None) -> Progress:
     done: dict[int, None] = {}
     line_base = 0  # lines before the current chunk
     tail = b""  # the end of the previous chunk, for a save line's step
-    with open(path, "rb") as fh:
-        while True:
-            data = fh.read(_CHUNK)
-            if not data:
-                break
-            if not data.endswith(b"\n"):
-                rest = fh.readline()
-                data += rest
-            nlines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    try:
+        chunks = read_chunks(path, chunk=_CHUNK)  # the one reader: bounded lines, gzip, UTF-16
+        for _off, data in chunks:
+            nlines = data.count(b"\n")
             if stop_line is not None and line_base + nlines >= stop_line:
                 cut = 0
                 for _ in range(stop_line - 1 - line_base):
@@ -160,6 +158,8 @@ def read_progress(path: str, stop_line: int | None = None) -> Progress:
             tail = data[-_BACK:]
             if last:
                 break
+    except SourceError as exc:
+        raise OSError(str(exc)) from None  # unreadable here as any file is: the callers' one case
     p.saves_started = list(started)
     p.saves_done = list(done)
     return p

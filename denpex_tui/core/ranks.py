@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from .model import Finding
 
 __all__ = ["rank_ranges", "rank_entry"]
@@ -26,6 +28,6 @@ def rank_ranges(ranks) -> str:
 
 def rank_entry(first: Finding, lst: list[Finding]) -> Finding:
     """A copy of ``first`` that counts every finding of ``lst`` (one row per rank)."""
-    entry = Finding(**{**first.__dict__})
+    entry = dataclasses.replace(first)
     entry.count = sum(f.count for f in lst)
     return entry

@@ -189,6 +189,7 @@ def frames_before(data: bytes, at: int) -> list[str]:
     end = at - 1
     lo = max(0, at - _BACK_BYTES)
     misses = 0
+    pending: bytes | None = None  # a line that is no frame: a frame's source line if one is above it
     for _ in range(_BACK_LINES):
         if end <= lo:
             break
@@ -197,11 +198,15 @@ def frames_before(data: bytes, at: int) -> list[str]:
         end = start - 1
         if _FRAME_B.search(raw):
             misses = 0
+            for line in (pending, raw):
+                if line is not None:
+                    _add(out, where_hits(line_facts(line).text))
+            pending = None
         else:
             misses += 1  # a frame's source line; two in a row end the frames
             if misses > 1 or not raw.strip():
                 break
-        _add(out, where_hits(line_facts(raw).text))
+            pending = raw
     return out
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from .candidates import LIKELY
 from .differential import Differential, differential, differential_kind
+from .wire import WireError, snapshot_from_json
 
 __all__ = ["LeakVerdict", "name_leak", "leak_from_probe_json", "read_probe_json", "name_leak_in_bundle", "LEAK_ID"]
 
@@ -73,11 +74,12 @@ def leak_from_probe_json(probe: dict[str, Any], signature: str, path: str | None
     """The verdict from an evidence bundle's ``probe.json`` (its snapshot, read as the probes
     wrote it), for the bundle's initiating ``signature`` and the ``path`` its error names. No
     ``du`` is run: the bundle's paths may not exist where it is read."""
-    from .wire import snapshot_from_json
-
     if not differential_kind(signature) or not isinstance(probe, dict) or not probe.get("snapshot"):
         return None
-    snap = snapshot_from_json(probe["snapshot"])
+    try:
+        snap = snapshot_from_json(probe["snapshot"])
+    except WireError:
+        return None  # a damaged snapshot says nothing about a leak
     return name_leak(differential(signature, path, snap, du=False))
 
 

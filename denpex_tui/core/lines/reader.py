@@ -388,13 +388,14 @@ def drop_continued(data: bytes, continues: bool) -> bytes:
     return b"" if nl < 0 else data[nl + 1:]
 
 
-def read_lines(path: str, *, start: int = 0, end: int | None = None, max_bytes: int | None = None
-               ) -> Iterator[tuple[int, int, bytes]]:
+def read_lines(path: str, *, start: int = 0, end: int | None = None, max_bytes: int | None = None,
+               progress: dict | None = None) -> Iterator[tuple[int, int, bytes]]:
     """``(line_no, offset, raw)`` of every line from ``start`` (``line_no`` counts from 1 at
-    ``start``); ``raw`` is the line without its newline. At most ``max_bytes`` are read."""
+    ``start``); ``raw`` is the line without its newline (cut at :data:`MAX_LINE`, as every reader
+    of log lines sees it). At most ``max_bytes`` are read; ``progress`` as for :func:`read_chunks`."""
     no = 0
     got = 0
-    for off, data in read_chunks(path, start=start, end=end, chunk=1 << 20):
+    for off, data in read_chunks(path, start=start, end=end, chunk=1 << 20, progress=progress):
         pos = 0
         n = len(data)
         while pos < n:
