@@ -27,7 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from denpex_tui.core.catalog import load_catalog  # noqa: E402
 from denpex_tui.core.scan import scan_paths  # noqa: E402
-from denpex_tui.live.engine import Engine, FindingEvent  # noqa: E402
+from denpex_tui.live.engine import Engine  # noqa: E402
+from denpex_tui.live.events import FindingEvent  # noqa: E402
+from denpex_tui.live.tailer import TailOptions  # noqa: E402
 
 STEP = ("2026-11-29 17:40:16,343 INFO [rank{r}/{n}] train: step {s}/200000 | epoch 0 | loss 2.0421 | acc 0.383 | "
         "grad_norm 2.5044 | lr 3.000e-04 | samples/s 5220.3 | step_time 34.3ms | rss 318MB\n")
@@ -45,7 +47,7 @@ async def latency(n: int, samples: int, inotify: bool, cap: float = 500.0) -> di
     for r, f in enumerate(files):
         f.write_text(STEP.format(r=r, n=n, s=0))
     eng = Engine([str(root)], load_catalog(include_user=False), processes=False,
-                 tailer_options={"inotify": inotify, "max_meta_per_s": cap})
+                 tailer_options=TailOptions(inotify=inotify, max_meta_per_s=cap))
     # Start-up: history, then every file's first polls and inotify watches, all paid from the
     # metadata cap; measure the steady state after it (start-up latency is reported apart).
     settle = 3.0 + 2.5 * n / cap

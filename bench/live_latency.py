@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from denpex_tui.live.proctable import ProcessTable  # noqa: E402
 from denpex_tui.live.sources import Chunk, SourceEvent  # noqa: E402
-from denpex_tui.live.tailer import Tailer  # noqa: E402
+from denpex_tui.live.tailer import TailOptions, Tailer  # noqa: E402
 
 
 def cpu_s() -> float:
@@ -125,7 +125,7 @@ def bench_latency(n_files: int, seconds: float, inotify: bool, cap: float | None
                     os.close(fd)
 
         async def main():
-            t = Tailer([root + "/"], inotify=inotify, max_meta_per_s=cap,
+            t = Tailer([root + "/"], options=TailOptions(inotify=inotify, max_meta_per_s=cap),
                        mounts=None if inotify else sim_mounts(root, "lustre"))
             it = t.run().__aiter__()
             await _until_added(t, it, n_files)
@@ -175,7 +175,7 @@ def bench_idle(n_files: int, seconds: float, inotify: bool, proctable: bool) -> 
         pt = ProcessTable() if proctable else None
 
         async def main():
-            t = Tailer([root + "/"], inotify=inotify, proctable=pt,
+            t = Tailer([root + "/"], options=TailOptions(inotify=inotify), proctable=pt,
                        mounts=None if inotify else sim_mounts(root, "lustre"))
             it = t.run().__aiter__()
             await _until_added(t, it, n_files)
@@ -230,7 +230,7 @@ def bench_throughput(n_files: int, mb_per_file: float, live: bool) -> dict:
                 os.close(fd)
 
         async def main():
-            t = Tailer([root + "/"], max_meta_per_s=None if not live else 500.0)
+            t = Tailer([root + "/"], options=TailOptions(max_meta_per_s=None if not live else 500.0))
             it = t.run().__aiter__()
             lines = 0
             t0 = None

@@ -102,7 +102,8 @@ json.dump(sent, open(out, "w"))
 
 async def storm(n: int, rate: float, seconds: float) -> dict:
     from denpex_tui.core.catalog import load_catalog
-    from denpex_tui.live.engine import Engine, FindingEvent
+    from denpex_tui.live.engine import Engine
+    from denpex_tui.live.events import FindingEvent
 
     root = Path(tempfile.mkdtemp(prefix="denpex-storm-"))
     for r in range(n):

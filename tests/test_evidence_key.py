@@ -6,7 +6,7 @@ import shutil
 from helpers import CORPUS
 from test_app_support import make_app, settle
 
-from denpex_tui.core.evidence import is_bundle
+from denpex_tui.core.bundle_read import is_bundle
 
 
 def test_E_writes_a_bundle_and_says_where(tmp_path, monkeypatch):

@@ -71,6 +71,7 @@ def test_every_code_opcode_is_refused():
         b"\x80\x02}q\x00}bb.",                     # BUILD
         b"\x80\x02\x82\x01.",                      # EXT1
         b"\x80\x02X\x01\x00\x00\x00xQ.",           # BINPERSID
+        b"\x80\x03(q\x00.",                         # a MARK and STOP: no value (it returned the marker)
     ]
     for a in attacks:
         with pytest.raises(UnsafePickle):

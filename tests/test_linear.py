@@ -30,7 +30,7 @@ def _scan(path: Path) -> tuple[str, float, int]:
     code = (
         "import re, sys\n"
         "from denpex_tui.commands import cli\n"
-        "cli._detached = lambda fn: fn()\n"
+        "cli.detached = lambda fn: fn()  # in this process, to measure its peak\n"
         f"rc = cli.main(['scan', {str(path)!r}])\n"
         "sys.stdout.flush()\n"
         "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)\n"

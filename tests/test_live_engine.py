@@ -10,7 +10,8 @@ import time
 
 from denpex_tui.core.catalog import load_catalog
 from denpex_tui.core.demo import DEMO_FAILING_RANK, DEMO_RANKS, play_demo_job
-from denpex_tui.live.engine import Engine, FindingEvent, IncidentEvent
+from denpex_tui.live.engine import Engine
+from denpex_tui.live.events import FindingEvent, IncidentEvent
 
 
 def _follow_demo(tmp_path, seconds=6.0):

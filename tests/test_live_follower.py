@@ -12,7 +12,9 @@ import shutil
 import pytest
 
 from denpex_tui.live import sources
-from denpex_tui.live.sources import MAX_LINE, Chunk, FileFollower, SourceEvent, classify_name
+from denpex_tui.live.dirwatch import classify_name
+from denpex_tui.live.follower import FileFollower
+from denpex_tui.live.sources import MAX_LINE, Chunk, SourceEvent
 
 
 class Run:

@@ -41,7 +41,9 @@ def test_repeated_truncations_to_a_nonzero_size_do_not_double_the_view_lines(tmp
     """Issue: truncating to a non-zero size made the tailer deliver the lines before the
     cut again (up to 12 times); findings hid it by de-duplication, the view did not."""
     from denpex_tui.core.catalog import load_catalog
-    from denpex_tui.live.engine import Engine, LinesEvent
+    from denpex_tui.live.engine import Engine
+    from denpex_tui.live.events import LinesEvent
+    from denpex_tui.live.tailer import TailOptions
 
     def line(i: int) -> bytes:
         return (f"[rank0]:[E1218 20:27:{i % 60:02d}.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] Watchdog caught "
@@ -54,7 +56,7 @@ def test_repeated_truncations_to_a_nonzero_size_do_not_double_the_view_lines(tmp
 
     async def main():
         eng = Engine([str(p)], load_catalog(include_user=False), processes=False, keep_lines=10000,
-                     tailer_options=dict(poll_min=0.02, poll_max=0.2, poll_max_watched=0.5))
+                     tailer_options=TailOptions(poll_min=0.02, poll_max=0.2, poll_max_watched=0.5))
 
         async def drive():
             try:

@@ -36,7 +36,7 @@ from collections import defaultdict
 import pytest
 
 from denpex_tui.live.sources import Chunk, SourceEvent
-from denpex_tui.live.tailer import Tailer
+from denpex_tui.live.tailer import TailOptions, Tailer
 
 LINE = re.compile(rb"^F(\d+) W(\d+) (\d{8}) [a-z]*$")
 
@@ -189,7 +189,7 @@ def test_soak_every_line_once_in_order(tmp_path, inotify, duration):
             files.seen[(int(m.group(1)), int(m.group(2)))].append(int(m.group(3)))
 
     async def main():
-        t = Tailer([root + "/"], inotify=inotify, poll_min=0.02, poll_max=0.25, dir_poll_min=0.1, dir_poll_max=0.5)
+        t = Tailer([root + "/"], options=TailOptions(inotify=inotify, poll_min=0.02, poll_max=0.25, dir_poll_min=0.1, dir_poll_max=0.5))
         # no partial lines in the racer's file: two writers would interleave the halves
         threads = [threading.Thread(target=main_writer, args=(files, fid, seed + fid, duration, ops, None, fid != racer_fid))
                    for fid in range(n_files)]

@@ -14,18 +14,19 @@ import pytest
 from denpex_tui.live import sources
 from denpex_tui.live.execsource import ExecSource, parse_exec_spec
 from denpex_tui.live.sources import Chunk, SourceEvent
-from denpex_tui.live.tailer import Tailer, TokenBucket
+from denpex_tui.live.pollwork import TokenBucket
+from denpex_tui.live.tailer import TailOptions, Tailer
 
 FAST = dict(poll_min=0.02, poll_max=0.2, poll_max_watched=0.5, dir_poll_min=0.1, dir_poll_max=0.3)
 
 
-def run_tailer(paths, scenario, *, timeout=20.0, **kw):
+def run_tailer(paths, scenario, *, timeout=20.0, execs=(), mounts=None, proctable=None, **kw):
     """Run a Tailer while ``scenario(tailer, items)`` drives it; return all items."""
     params = dict(FAST)
     params.update(kw)
 
     async def main():
-        t = Tailer(paths, **params)
+        t = Tailer(paths, execs, options=TailOptions(**params), mounts=mounts, proctable=proctable)
         items: list = []
 
         async def drive():
@@ -304,7 +305,7 @@ def test_backpressure_bounds_buffered_bytes(tmp_path):
     seen = {"max": 0, "bytes": 0}
 
     async def main():
-        t = Tailer([str(p)], inotify=False, max_buffered=1 << 20, batch_bytes=1 << 19, **FAST)
+        t = Tailer([str(p)], options=TailOptions(inotify=False, max_buffered=1 << 20, batch_bytes=1 << 19, **FAST))
         async for it in t.run():
             seen["max"] = max(seen["max"], t._buffered)
             if isinstance(it, Chunk):
@@ -332,7 +333,7 @@ def test_stream_survives_cancelled_anext(tmp_path):
     p.write_bytes(b"")
 
     async def main():
-        t = Tailer([str(p)], inotify=False, **FAST)
+        t = Tailer([str(p)], options=TailOptions(inotify=False, **FAST))
         it = t.run()
         got = []
         for i in range(30):
@@ -408,7 +409,7 @@ def test_stop_from_another_thread(tmp_path):
     p.write_bytes(b"x\n")
 
     async def main():
-        t = Tailer([str(p)], inotify=False, **FAST)
+        t = Tailer([str(p)], options=TailOptions(inotify=False, **FAST))
         threading.Timer(0.5, t.stop).start()
         n = 0
         async for _ in t.run():
@@ -461,7 +462,7 @@ def test_stop_cleans_up_even_if_the_consumer_is_cancelled():
     command must still be killed (no orphan ``kubectl logs -f``)."""
 
     async def main():
-        t = Tailer([], execs=["exec sleep 60"], inotify=False)
+        t = Tailer([], ["exec sleep 60"], options=TailOptions(inotify=False))
         seen = []
 
         async def consume():

@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from denpex_tui.live import sources
-from denpex_tui.live.sources import Chunk, FileFollower, SourceEvent
+from denpex_tui.live.follower import FileFollower
+from denpex_tui.live.sources import Chunk, SourceEvent
 
 # A real NCCL watchdog line (failure-messages.md, D1); SeqNum changes, the length does not.
 D1 = ("[rank2]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 2] Watchdog caught collective "

@@ -40,7 +40,7 @@ def _run(argv: list[str]) -> tuple[int, str, int]:
     code = (
         "import re, sys\n"
         "from denpex_tui.commands import cli\n"
-        "cli._detached = lambda fn: fn()\n"
+        "cli.detached = lambda fn: fn()  # in this process, to measure its peak\n"
         f"rc = cli.main({argv!r})\n"
         "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)\n"
         "print(f'@@HWM {hwm}', file=sys.stderr)\n"

@@ -22,7 +22,8 @@ from denpex_tui.app.feed import summarize
 from denpex_tui.app.model import WatchState
 from denpex_tui.core.catalog import load_catalog
 from denpex_tui.core.scan import scan_paths
-from denpex_tui.live.engine import Engine, FindingEvent, HistoryDone, IncidentEvent
+from denpex_tui.live.engine import Engine
+from denpex_tui.live.events import FindingEvent, HistoryDone, IncidentEvent
 
 FIX = Path(__file__).parent / "fixtures"
 CASES = sorted(p for sub in ("corpus", "runs", "wild") for p in (FIX / sub).iterdir()

@@ -10,13 +10,9 @@ import time
 import pytest
 
 from denpex_tui.core.conditions import METRICS
-from denpex_tui.probes.differential import (
-    NOTE,
-    differential,
-    differential_kind,
-    du_filesystem,
-    metrics_for,
-)
+from denpex_tui.probes.differential import NOTE, differential, differential_kind
+from denpex_tui.probes.du import du_filesystem
+from denpex_tui.probes.metrics import metrics_for
 from denpex_tui.probes.readings import PathReading, Snapshot
 from denpex_tui.probes.sampler import Prober
 from denpex_tui.probes.trends import TrendTracker

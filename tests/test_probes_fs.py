@@ -49,7 +49,8 @@ except (subprocess.CalledProcessError, OSError) as e:
     sys.exit(0)
 
 from denpex_tui.probes.sampler import Prober
-from denpex_tui.probes.differential import differential, clear_du_cache
+from denpex_tui.probes.differential import differential
+from denpex_tui.probes.du import clear_du_cache
 
 facts = {}
 pids = []

@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from denpex_tui.core.commands import TemplateError, render_probe_command
-from denpex_tui.probes.differential import differential, metrics_for
+from denpex_tui.probes.differential import differential
+from denpex_tui.probes.metrics import metrics_for
 from denpex_tui.probes.sampler import Prober
 from denpex_tui.probes.skew import SkewEstimator
 from denpex_tui.probes.source import LocalSource, StreamSource

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from denpex_tui.core.catalog import load_catalog
-from denpex_tui.live.engine import Engine, HistoryDone
+from denpex_tui.live.engine import Engine
+from denpex_tui.live.events import HistoryDone
 
 CASE = Path(__file__).parent / "fixtures" / "corpus" / "enospc_checkpoint_fastfail"
 SIDECAR = (

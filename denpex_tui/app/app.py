@@ -23,10 +23,12 @@ from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.model import Finding
 from denpex_tui.core.text import safe_str
 from denpex_tui.core.words import count
-from denpex_tui.live.engine import Engine, FindingEvent, HistoryDone, HistoryProgress, IncidentEvent, LinesEvent
+from denpex_tui.live.engine import Engine
+from denpex_tui.live.events import FindingEvent, HistoryDone, HistoryProgress, IncidentEvent, LinesEvent
 from denpex_tui.live.proctable import ProcessEvent
 from denpex_tui.live.sources import SourceEvent
 from denpex_tui.live.stall import StallCleared, StallEvent
+from denpex_tui.live.tailer import TailOptions
 
 from . import explaining
 from .actions import PANES, WatchActions
@@ -119,8 +121,8 @@ class DenpexApp(LevelActions, WatchActions, App):
         self.catalog = catalog
         self.engine = engine or Engine(options.paths, catalog, execs=options.execs, processes=options.processes,
                                        keep_lines=options.keep_lines, index=True,
-                                       tailer_options={"max_meta_per_s": options.max_stat_rate,
-                                                       "max_files": options.max_files})
+                                       tailer_options=TailOptions(max_meta_per_s=options.max_stat_rate,
+                                                                          max_files=options.max_files))
         self.state = WatchState()
         self.state.root = options.root
         self.probe = ProbeLoop(pids=options.pids, paths=options.probe_paths, discover=options.discover,

@@ -13,7 +13,8 @@ import asyncio
 import os
 from typing import Any, Callable
 
-from denpex_tui.live.engine import Engine, LinesEvent
+from denpex_tui.live.engine import Engine
+from denpex_tui.live.events import LinesEvent
 
 from .messages import EngineBatch, EngineDone
 from .model import JobSummary

@@ -15,7 +15,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from denpex_tui.probes.differential import differential, differential_kind, metrics_for
+from denpex_tui.probes.differential import differential, differential_kind
+from denpex_tui.probes.metrics import metrics_for
 from denpex_tui.probes.logpaths import LogScan, scan_line
 from denpex_tui.probes.jobtie import tie_to_job
 from denpex_tui.probes.processes import find_training_processes

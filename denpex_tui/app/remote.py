@@ -16,7 +16,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from denpex_tui.probes.differential import differential, differential_kind, metrics_for
+from denpex_tui.probes.differential import differential, differential_kind
+from denpex_tui.probes.metrics import metrics_for
 from denpex_tui.probes.readings import ProcessReading, Snapshot
 from denpex_tui.probes.skew import compare
 from denpex_tui.probes.trends import TrendTracker

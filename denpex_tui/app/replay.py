@@ -16,7 +16,8 @@ import time
 from typing import Any, AsyncIterator
 
 from denpex_tui.core.catalog import Catalog
-from denpex_tui.live.engine import Engine, FindingEvent, HistoryDone, IncidentEvent
+from denpex_tui.live.engine import Engine
+from denpex_tui.live.events import FindingEvent, HistoryDone, IncidentEvent
 
 __all__ = ["ReplayEngine", "collect"]
 

@@ -128,7 +128,7 @@ def cmd_verify(args, cfg) -> int:
         raise InputError("verify needs the rerun's logs: SIGNATURE... PATH...")
     try:
         if args.from_:
-            from denpex_tui.core.evidence import is_bundle, read_bundle
+            from denpex_tui.core.bundle_read import is_bundle, read_bundle
 
             if is_bundle(args.from_, strict=True):
                 b = read_bundle(args.from_)
@@ -170,7 +170,7 @@ def cmd_verify(args, cfg) -> int:
 def scan_bundle(path: str, args) -> int:
     """``denpex scan BUNDLE``: the diagnosis stored in an evidence bundle, shown as scan shows it."""
     from denpex_tui.core.catalog import load_catalog
-    from denpex_tui.core.evidence import bundle_scan
+    from denpex_tui.core.bundle_read import bundle_scan
 
     from denpex_tui.core.schema import SchemaError
 

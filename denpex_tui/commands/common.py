@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-__all__ = ["EXIT_OK", "EXIT_FOUND", "EXIT_ERROR", "UsageError", "InputError", "json_out", "console", "warn"]
+__all__ = ["EXIT_OK", "EXIT_FOUND", "EXIT_ERROR", "UsageError", "InputError", "json_out", "console", "warn", "error"]
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2  # nothing found, something found, a usage or input error
 
@@ -35,3 +35,10 @@ def warn(msg: str) -> None:
     from denpex_tui.core.text import safe_str
 
     print(f"denpex: warning: {safe_str(msg)}", file=sys.stderr)
+
+
+def error(msg: str) -> None:
+    """A command's one-line error on stderr (the text made safe)."""
+    from denpex_tui.core.text import safe_str
+
+    print(f"denpex: {safe_str(msg)}", file=sys.stderr)

@@ -17,10 +17,12 @@ from typing import Any
 from denpex_tui.core.catalog import load_catalog
 from denpex_tui.core.text import safe_json, safe_str
 
-from denpex_tui.live.engine import Engine, LinesEvent
+from denpex_tui.live.engine import Engine
+from denpex_tui.live.events import LinesEvent
 from denpex_tui.live.execsource import kill_all
 from denpex_tui.live.sources import SourceEvent
 from denpex_tui.live.stall import StallCleared, StallEvent
+from denpex_tui.live.tailer import TailOptions
 
 
 def event_dict(engine: Engine, ev: Any) -> dict[str, Any] | None:
@@ -107,7 +109,7 @@ def run_follow(args, sig_dirs: list[str]) -> int:
     if args.max_files < 1:
         raise UsageError("--max-files must be at least 1")
     engine = Engine(list(args.paths), catalog, execs=list(args.exec_cmds or []),
-                    tailer_options={"max_meta_per_s": args.max_stat_rate, "max_files": args.max_files})
+                    tailer_options=TailOptions(max_meta_per_s=args.max_stat_rate, max_files=args.max_files))
     try:
         asyncio.run(_follow(engine, args.json))
     except KeyboardInterrupt:

@@ -130,7 +130,6 @@ def _run(args: argparse.Namespace) -> int:
         return remote_cli.run(args, _err)
     if getattr(args, "probe_cmd", None):
         raise _InputError("--probe-cmd needs --hosts, --slurm-job or --pods")
-    from denpex_tui.probes.differential import differential
     from denpex_tui.probes.logpaths import LogFollower, scan_logs
     from denpex_tui.probes.sampler import Prober
     from denpex_tui.probes.trends import TrendTracker
@@ -173,53 +172,63 @@ def _run(args: argparse.Namespace) -> int:
     trends = TrendTracker()
 
     if not getattr(args, "stream", False):
-        snap = prober.snapshot()
-        trends.ingest(snap)
-        diffs = []
-        if scan is not None:
-            seen = set()
-            for e in scan.errors:
-                # EMFILE is about the process: one differential per signature; ENOSPC is about
-                # the filesystem: one per signature and filesystem
-                if e.signature_id in ("os.emfile", "os.enfile"):
-                    key = (e.signature_id, None)
-                elif e.path and not e.path.startswith("<"):
-                    m = prober.mounts.find(os.path.abspath(e.path))
-                    key = (e.signature_id, m.mount_point if m else e.path)
-                else:
-                    key = (e.signature_id, "shm" if e.path else None)
-                if key in seen:
-                    continue
-                seen.add(key)
-                try:
-                    diffs.append((e, differential(e.signature_id, e.path, snap, trends)))
-                except ValueError:
-                    continue
-                if len(diffs) >= MAX_DIFFERENTIALS:
-                    break
-        if getattr(args, "json", False):
-            out = snap.to_json()
-            if scan is not None:
-                out["logs"] = {
-                    "files_read": scan.files_read,
-                    "files_skipped": [{"file": f, "reason": r} for f, r in scan.files_skipped],
-                    "watch": [{"path": w.path, "why": w.why, "exists": w.exists,
-                               "named": w.wanted, "log": w.log, "line": w.line_no}
-                              for w in scan.watch],
-                }
-                out["differentials"] = [
-                    dict(d.to_json(), log=e.log, line=e.line_no, line_text=e.source_line)
-                    for e, d in diffs
-                ]
-            sys.stdout.write(json.dumps(safe_json(out), ensure_ascii=False) + "\n")
-            sys.stdout.flush()
-        else:
-            from denpex_tui.render.probe_view import render
-
-            render(snap, trends=None, differentials=[d for _e, d in diffs])
-        return 0
-
+        return _once(args, prober, trends, scan)
     return _stream(prober, trends, logs, interval, count, LogFollower)
+
+
+def _once(args, prober, trends, scan) -> int:
+    """One reading: the snapshot, and a differential for each kind of error the logs name."""
+    snap = prober.snapshot()
+    trends.ingest(snap)
+    diffs = _differentials(scan, prober, snap, trends) if scan is not None else []
+    if getattr(args, "json", False):
+        out = snap.to_json()
+        if scan is not None:
+            out["logs"] = {
+                "files_read": scan.files_read,
+                "files_skipped": [{"file": f, "reason": r} for f, r in scan.files_skipped],
+                "watch": [{"path": w.path, "why": w.why, "exists": w.exists,
+                           "named": w.wanted, "log": w.log, "line": w.line_no}
+                          for w in scan.watch],
+            }
+            out["differentials"] = [
+                dict(d.to_json(), log=e.log, line=e.line_no, line_text=e.source_line)
+                for e, d in diffs
+            ]
+        sys.stdout.write(json.dumps(safe_json(out), ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    else:
+        from denpex_tui.render.probe_view import render
+
+        render(snap, trends=None, differentials=[d for _e, d in diffs])
+    return 0
+
+
+def _differentials(scan, prober, snap, trends) -> list:
+    """(error line, differential) pairs, at most MAX_DIFFERENTIALS: EMFILE is about the process,
+    one per signature; ENOSPC is about the filesystem, one per signature and filesystem."""
+    from denpex_tui.probes.differential import differential
+
+    diffs = []
+    seen = set()
+    for e in scan.errors:
+        if e.signature_id in ("os.emfile", "os.enfile"):
+            key = (e.signature_id, None)
+        elif e.path and not e.path.startswith("<"):
+            m = prober.mounts.find(os.path.abspath(e.path))
+            key = (e.signature_id, m.mount_point if m else e.path)
+        else:
+            key = (e.signature_id, "shm" if e.path else None)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            diffs.append((e, differential(e.signature_id, e.path, snap, trends)))
+        except ValueError:
+            continue
+        if len(diffs) >= MAX_DIFFERENTIALS:
+            break
+    return diffs
 
 
 def _stream(prober, trends, logs, interval: float, count: int | None, follower_cls) -> int:

@@ -76,99 +76,38 @@ def _bad_start(args, watch_cfg) -> str | None:
     return None
 
 
+class _Refused(Exception):
+    """A start that cannot work: one line on stderr and exit 2, before the screen opens."""
+
+
 def run(args, cfg) -> int:
-    if args.max_stat_rate <= 0:
-        print("denpex: --max-stat-rate must be a positive number of calls per second", file=sys.stderr)
-        return 2
-    from denpex_tui.commands import remote as remote_cli
-    from denpex_tui.probes.transports import TransportError
-
-    specs = None
-    if remote_cli.wanted(args) or args.probe_cmd:
-        try:
-            specs = remote_cli.channel_specs(args)
-        except TransportError as e:
-            print(f"denpex watch: {e}", file=sys.stderr)
-            return 2
-        try:
-            wait = float(args.wait)
-            if not 0.5 <= wait <= 3600:
-                raise ValueError
-        except ValueError:
-            print(f"denpex watch: --wait: expected seconds between 0.5 and 3600, got {args.wait!r}",
-                  file=sys.stderr)
-            return 2
-        if args.pids or args.probe_paths:
-            print("denpex watch: --pid and --path measure this node; for the job's nodes put them "
-                  "in --probe-cmd (it runs their denpex probe)", file=sys.stderr)
-            return 2
     watch_cfg = cfg.get("watch", {}) if cfg else {}
-    problem = _bad_start(args, watch_cfg)
-    if problem:  # one line and exit 2, before the screen opens
-        print(f"denpex watch: {problem}", file=sys.stderr)
-        return 2
-    sig_dirs = list(watch_cfg.get("signatures", [])) + list(args.signatures or [])
-    paths = list(args.paths)
-    notice = ""
     stop = threading.Event()
-    tmp = None
-    writer = None
-    if args.demo:
-        from denpex_tui.core.demo import play_demo_job
-
-        tmp = tempfile.TemporaryDirectory(prefix="denpex-demo-")
-        paths = [tmp.name]
-        writer = threading.Thread(target=play_demo_job, args=(tmp.name,), daemon=True, name="denpex-demo",
-                                  kwargs=dict(realtime=True, speed=max(0.05, args.demo_speed), stop=stop))
-        notice = (f"demo: an 8-rank job is being written to {tmp.name} in real time; rank 5 will fill "
-                  "the demo's simulated checkpoint disk at step 100")
-    elif not paths and not args.exec_cmds and specs and args.slurm_job:
-        from denpex_tui.probes.transports import slurm_job_output
-
-        paths = slurm_job_output(args.slurm_job)  # the job's StdOut/StdErr files
-        if not paths:
-            print(f"denpex watch: job {args.slurm_job}'s output files are not readable here; "
-                  "give the logs: denpex watch PATH --slurm-job J", file=sys.stderr)
+    try:
+        if args.max_stat_rate <= 0:
+            print("denpex: --max-stat-rate must be a positive number of calls per second", file=sys.stderr)
             return 2
-    elif not paths and not args.exec_cmds:
-        from denpex_tui.app.discover import discover_logs
-
-        d = discover_logs()
-        if not d.paths:
-            print(f"denpex watch: {d.message()}.\n"
-                  "  Give the logs:  denpex watch /path/to/job/logs   (files, directories or globs)\n"
-                  "  or a command:   denpex watch --exec '3=kubectl logs -f pod-3'\n"
-                  "  or try it:      denpex watch --demo", file=sys.stderr)
-            return 2
-        paths, notice = d.paths, d.message()
-        args.pids = args.pids or []
+        specs = _probe_specs(args)
+        problem = _bad_start(args, watch_cfg)
+        if problem:
+            raise _Refused(f"denpex watch: {problem}")
+        if args.exec_view_max < 1:
+            raise _Refused("denpex watch: --exec-view-max: at least 1 (MiB)")
+        paths, notice, tmp, writer = _sources(args, specs, stop)
+    except _Refused as e:
+        print(str(e), file=sys.stderr)
+        return 2
     from denpex_tui.core.catalog import load_catalog
     from denpex_tui.core.text import safe_str
 
-    from denpex_tui.app.factory import WatchOptions, make_app
-    from denpex_tui.app.feed import common_root
+    from denpex_tui.app import spool
+    from denpex_tui.app.factory import make_app
 
+    sig_dirs = list(watch_cfg.get("signatures", [])) + list(args.signatures or [])
     catalog = load_catalog(sig_dirs)
     for p in catalog.problems:
         print(f"denpex: signatures: {safe_str(p)}", file=sys.stderr)
-    probe_paths = [os.path.abspath(p) for p in args.probe_paths]
-    if not args.demo:
-        for p in paths:
-            if os.path.isdir(p):
-                probe_paths.append(os.path.abspath(p))
-    opts = WatchOptions(
-        paths=paths, execs=list(args.exec_cmds), pids=list(args.pids), probe_paths=probe_paths,
-        theme=args.theme or watch_cfg.get("theme"), processes=not args.demo, probes=not args.no_probes,
-        discover=False if args.demo else None, notice=notice, root=common_root(paths),
-        max_stat_rate=args.max_stat_rate, all_users=args.all_users, max_files=max(1, args.max_files),
-        demo_root=tmp.name if args.demo else None, quiet_s=args.quiet_after, notify=args.notify,
-        probe_specs=specs, probe_wait=float(args.wait) if specs else 20.0, started=start_epoch(),
-    )
-    from denpex_tui.app import spool
-
-    if args.exec_view_max < 1:
-        print("denpex watch: --exec-view-max: at least 1 (MiB)", file=sys.stderr)
-        return 2
+    opts = _options(args, watch_cfg, paths, notice, tmp, specs)
     spool.MAX_BYTES = args.exec_view_max << 20
     app = make_app(opts, catalog)
     if writer is not None:
@@ -189,6 +128,83 @@ def run(args, cfg) -> int:
     finally:
         cleanup()
     return code
+
+
+def _probe_specs(args):
+    """The channels to the job's other nodes (``--ssh``, ``--slurm-job``, ``--probe-cmd``...),
+    or None: probes of this node only."""
+    from denpex_tui.commands import remote as remote_cli
+    from denpex_tui.probes.transports import TransportError
+
+    if not (remote_cli.wanted(args) or args.probe_cmd):
+        return None
+    try:
+        specs = remote_cli.channel_specs(args)
+    except TransportError as e:
+        raise _Refused(f"denpex watch: {e}") from None
+    try:
+        wait = float(args.wait)
+        if not 0.5 <= wait <= 3600:
+            raise ValueError
+    except ValueError:
+        raise _Refused(f"denpex watch: --wait: expected seconds between 0.5 and 3600, got {args.wait!r}") from None
+    if args.pids or args.probe_paths:
+        raise _Refused("denpex watch: --pid and --path measure this node; for the job's nodes put them "
+                       "in --probe-cmd (it runs their denpex probe)")
+    return specs
+
+
+def _sources(args, specs, stop: threading.Event):
+    """What to follow: the paths given, the demo job being written, a Slurm job's output files,
+    or the logs found on this machine. Returns ``(paths, notice, demo folder, demo writer)``."""
+    paths = list(args.paths)
+    if args.demo:
+        from denpex_tui.core.demo import play_demo_job
+
+        tmp = tempfile.TemporaryDirectory(prefix="denpex-demo-")
+        writer = threading.Thread(target=play_demo_job, args=(tmp.name,), daemon=True, name="denpex-demo",
+                                  kwargs=dict(realtime=True, speed=max(0.05, args.demo_speed), stop=stop))
+        notice = (f"demo: an 8-rank job is being written to {tmp.name} in real time; rank 5 will fill "
+                  "the demo's simulated checkpoint disk at step 100")
+        return [tmp.name], notice, tmp, writer
+    if not paths and not args.exec_cmds and specs and args.slurm_job:
+        from denpex_tui.probes.transports import slurm_job_output
+
+        paths = slurm_job_output(args.slurm_job)  # the job's StdOut/StdErr files
+        if not paths:
+            raise _Refused(f"denpex watch: job {args.slurm_job}'s output files are not readable here; "
+                           "give the logs: denpex watch PATH --slurm-job J")
+    elif not paths and not args.exec_cmds:
+        from denpex_tui.app.discover import discover_logs
+
+        d = discover_logs()
+        if not d.paths:
+            raise _Refused(f"denpex watch: {d.message()}.\n"
+                           "  Give the logs:  denpex watch /path/to/job/logs   (files, directories or globs)\n"
+                           "  or a command:   denpex watch --exec '3=kubectl logs -f pod-3'\n"
+                           "  or try it:      denpex watch --demo")
+        args.pids = args.pids or []
+        return d.paths, d.message(), None, None
+    return paths, "", None, None
+
+
+def _options(args, watch_cfg, paths: list[str], notice: str, tmp, specs):
+    from denpex_tui.app.factory import WatchOptions
+    from denpex_tui.app.feed import common_root
+
+    probe_paths = [os.path.abspath(p) for p in args.probe_paths]
+    if not args.demo:
+        for p in paths:
+            if os.path.isdir(p):
+                probe_paths.append(os.path.abspath(p))
+    return WatchOptions(
+        paths=paths, execs=list(args.exec_cmds), pids=list(args.pids), probe_paths=probe_paths,
+        theme=args.theme or watch_cfg.get("theme"), processes=not args.demo, probes=not args.no_probes,
+        discover=False if args.demo else None, notice=notice, root=common_root(paths),
+        max_stat_rate=args.max_stat_rate, all_users=args.all_users, max_files=max(1, args.max_files),
+        demo_root=tmp.name if args.demo else None, quiet_s=args.quiet_after, notify=args.notify,
+        probe_specs=specs, probe_wait=float(args.wait) if specs else 20.0, started=start_epoch(),
+    )
 
 
 def _run(app, cleanup) -> int:

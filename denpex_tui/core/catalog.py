@@ -249,116 +249,25 @@ def _parse_condition(text: str):
 
 
 def _build(data: dict, path: Path, pack: str, builtin: bool) -> Signature:
+    """A signature from one parsed file, every field checked; the first problem raises
+    ``_Invalid`` naming the field (``checklist[2].condition``)."""
     unknown = sorted(set(data) - _KNOWN)
     if unknown:
         raise _Invalid(unknown[0], "is not a known field")
     if data.get("schema") != 1:
         raise _Invalid("schema", "must be 1")
-    sid = _str(data, "id")
-    if not _ID.match(sid):
-        raise _Invalid("id", "must look like family.kebab-name (lowercase)")
-    if path.suffix == ".toml" and path.stem != sid:
-        raise _Invalid("id", f"must equal the file name ({path.stem})")
-    family = _str(data, "family")
-    if sid.split(".", 1)[0] != family:
-        raise _Invalid("family", f"must be the first part of the id ({sid.split('.', 1)[0]})")
-    phase = _str(data, "phase")
-    if phase not in PHASES:
-        raise _Invalid("phase", "must be one of " + ", ".join(PHASES))
-    role = _str(data, "role")
-    if role not in ROLES:
-        raise _Invalid("role", "must be one of " + ", ".join(ROLES))
-    severity = _str(data, "severity")
-    if severity not in SEVERITIES:
-        raise _Invalid("severity", "must be one of " + ", ".join(SEVERITIES))
+    sid, family, phase, role, severity = _identity(data, path)
     evidence_only = _bool(data, "evidence_only")
-    raw_patterns = _str_list(data, "patterns", required=True, allow_empty=evidence_only)
-    if not raw_patterns and not evidence_only:
-        raise _Invalid("patterns", "must not be empty (or set evidence_only = true)")
-    patterns = []
-    for i, p in enumerate(raw_patterns):
-        try:
-            patterns.append(compile_pattern(p))
-        except PatternError as exc:
-            raise _Invalid(f"patterns[{i}]", str(exc)) from None
-    excludes = []
-    for i, p in enumerate(_str_list(data, "exclude", required=False)):
-        try:
-            excludes.append(compile_pattern(p, require_literal=False))
-        except PatternError as exc:
-            raise _Invalid(f"exclude[{i}]", str(exc)) from None
+    patterns, excludes = _patterns(data, evidence_only)
     refines = _str_list(data, "refines", required=False)
     for r in refines:
         if not _ID.match(r):
             raise _Invalid("refines", f"'{r}' is not a signature id")
-    siblings = []
-    for i, s in enumerate(_tables(data, "siblings")):
-        try:
-            siblings.append(Sibling(_str(s, "id"), _str(s, "evidence")))
-        except _Invalid as exc:
-            raise _Invalid(f"siblings[{i}].{exc.field}", exc.message) from None
-    checklist = []
-    for i, c in enumerate(_tables(data, "checklist")):
-        try:
-            text = _str(c, "text")
-            cond = c.get("condition")
-            parsed = None
-            if cond is not None:
-                if not isinstance(cond, str):
-                    raise _Invalid("condition", "must be a string")
-                try:
-                    parsed = _parse_condition(cond)
-                except ValueError as exc:
-                    raise _Invalid("condition", str(exc)) from None
-            cmd = c.get("command")
-            if cmd is not None:
-                if not isinstance(cmd, str):
-                    raise _Invalid("command", "must be a string")
-                try:
-                    parse_template(cmd)
-                except TemplateError as exc:
-                    raise _Invalid("command", str(exc)) from None
-            checklist.append(CheckItem(text, cond, parsed, cmd))
-        except _Invalid as exc:
-            raise _Invalid(f"checklist[{i}].{exc.field}", exc.message) from None
-    verify = []
-    for i, v in enumerate(_tables(data, "verify")):
-        try:
-            title = _str(v, "title")
-            command = _str(v, "command")
-            try:
-                parse_template(command)
-            except TemplateError as exc:
-                raise _Invalid("command", str(exc)) from None
-            verify.append(VerifyCommand(title, command))
-        except _Invalid as exc:
-            raise _Invalid(f"verify[{i}].{exc.field}", exc.message) from None
-    affects = data.get("affects")
-    pkg = vers = None
-    if affects is not None:
-        if not isinstance(affects, dict):
-            raise _Invalid("affects", "must be a table { package, versions }")
-        try:
-            pkg = _str(affects, "package")
-            vers = _str(affects, "versions")
-        except _Invalid as exc:
-            raise _Invalid(f"affects.{exc.field}", exc.message) from None
-        try:
-            SpecifierSet(vers)
-        except InvalidSpecifier:
-            raise _Invalid("affects.versions", "is not a PEP 440 version specifier") from None
-    examples = []
-    for i, e in enumerate(_tables(data, "examples")):
-        try:
-            line = e.get("line")
-            if not isinstance(line, str) or not line:
-                raise _Invalid("line", "must be a non-empty string")
-            match = e.get("match")
-            if not isinstance(match, bool):
-                raise _Invalid("match", "must be true or false")
-            examples.append(Example(line, match, _str(e, "source")))
-        except _Invalid as exc:
-            raise _Invalid(f"examples[{i}].{exc.field}", exc.message) from None
+    siblings = _each(data, "siblings", lambda s: Sibling(_str(s, "id"), _str(s, "evidence")))
+    checklist = _each(data, "checklist", _check_item)
+    verify = _each(data, "verify", _verify_command)
+    pkg, vers = _affects(data)
+    examples = _each(data, "examples", _example)
     if builtin and not evidence_only:
         if not any(e.match for e in examples) or not any(not e.match for e in examples):
             raise _Invalid("examples", "needs at least one matching and one non-matching real line")
@@ -388,6 +297,121 @@ def _build(data: dict, path: Path, pack: str, builtin: bool) -> Signature:
         builtin=builtin,
         path=str(path),
     )
+
+
+def _identity(data: dict, path: Path) -> tuple[str, str, str, str, str]:
+    """(id, family, phase, role, severity), each checked."""
+    sid = _str(data, "id")
+    if not _ID.match(sid):
+        raise _Invalid("id", "must look like family.kebab-name (lowercase)")
+    if path.suffix == ".toml" and path.stem != sid:
+        raise _Invalid("id", f"must equal the file name ({path.stem})")
+    family = _str(data, "family")
+    if sid.split(".", 1)[0] != family:
+        raise _Invalid("family", f"must be the first part of the id ({sid.split('.', 1)[0]})")
+    phase = _str(data, "phase")
+    if phase not in PHASES:
+        raise _Invalid("phase", "must be one of " + ", ".join(PHASES))
+    role = _str(data, "role")
+    if role not in ROLES:
+        raise _Invalid("role", "must be one of " + ", ".join(ROLES))
+    severity = _str(data, "severity")
+    if severity not in SEVERITIES:
+        raise _Invalid("severity", "must be one of " + ", ".join(SEVERITIES))
+    return sid, family, phase, role, severity
+
+
+def _patterns(data: dict, evidence_only: bool) -> tuple[list, list]:
+    """The compiled patterns (required unless evidence_only) and excludes."""
+    raw_patterns = _str_list(data, "patterns", required=True, allow_empty=evidence_only)
+    if not raw_patterns and not evidence_only:
+        raise _Invalid("patterns", "must not be empty (or set evidence_only = true)")
+    patterns = []
+    for i, p in enumerate(raw_patterns):
+        try:
+            patterns.append(compile_pattern(p))
+        except PatternError as exc:
+            raise _Invalid(f"patterns[{i}]", str(exc)) from None
+    excludes = []
+    for i, p in enumerate(_str_list(data, "exclude", required=False)):
+        try:
+            excludes.append(compile_pattern(p, require_literal=False))
+        except PatternError as exc:
+            raise _Invalid(f"exclude[{i}]", str(exc)) from None
+    return patterns, excludes
+
+
+def _each(data: dict, key: str, parse) -> list:
+    """``parse`` applied to each table of the array ``key``; a problem is named
+    ``key[i].field``."""
+    out = []
+    for i, table in enumerate(_tables(data, key)):
+        try:
+            out.append(parse(table))
+        except _Invalid as exc:
+            raise _Invalid(f"{key}[{i}].{exc.field}", exc.message) from None
+    return out
+
+
+def _check_item(c: dict) -> CheckItem:
+    text = _str(c, "text")
+    cond = c.get("condition")
+    parsed = None
+    if cond is not None:
+        if not isinstance(cond, str):
+            raise _Invalid("condition", "must be a string")
+        try:
+            parsed = _parse_condition(cond)
+        except ValueError as exc:
+            raise _Invalid("condition", str(exc)) from None
+    cmd = c.get("command")
+    if cmd is not None:
+        if not isinstance(cmd, str):
+            raise _Invalid("command", "must be a string")
+        try:
+            parse_template(cmd)
+        except TemplateError as exc:
+            raise _Invalid("command", str(exc)) from None
+    return CheckItem(text, cond, parsed, cmd)
+
+
+def _verify_command(v: dict) -> VerifyCommand:
+    title = _str(v, "title")
+    command = _str(v, "command")
+    try:
+        parse_template(command)
+    except TemplateError as exc:
+        raise _Invalid("command", str(exc)) from None
+    return VerifyCommand(title, command)
+
+
+def _affects(data: dict) -> tuple[str | None, str | None]:
+    """(package, PEP 440 versions) of an ``affects`` table, or (None, None)."""
+    affects = data.get("affects")
+    if affects is None:
+        return None, None
+    if not isinstance(affects, dict):
+        raise _Invalid("affects", "must be a table { package, versions }")
+    try:
+        pkg = _str(affects, "package")
+        vers = _str(affects, "versions")
+    except _Invalid as exc:
+        raise _Invalid(f"affects.{exc.field}", exc.message) from None
+    try:
+        SpecifierSet(vers)
+    except InvalidSpecifier:
+        raise _Invalid("affects.versions", "is not a PEP 440 version specifier") from None
+    return pkg, vers
+
+
+def _example(e: dict) -> Example:
+    line = e.get("line")
+    if not isinstance(line, str) or not line:
+        raise _Invalid("line", "must be a non-empty string")
+    match = e.get("match")
+    if not isinstance(match, bool):
+        raise _Invalid("match", "must be true or false")
+    return Example(line, match, _str(e, "source"))
 
 
 def load_file(path: Path, pack: str, builtin: bool) -> Signature:

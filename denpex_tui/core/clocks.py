@@ -26,10 +26,6 @@ class ClockCheck:
     offsets: dict[str, float]  # node_key -> seconds its clock is ahead (subtract to compare)
     notes: list[str]
 
-    @property
-    def trusted(self) -> bool:
-        return not self.offsets
-
     def adjust(self, node_key: str | None, ts: float | None) -> float | None:
         if ts is None:
             return None

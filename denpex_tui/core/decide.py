@@ -25,7 +25,6 @@ from .hang import EXTERNAL_STOPS, agent_terminated, external_stop_incident, hang
 from .job import JobState
 from .model import FailureEntry, Finding, Incident, LastLine, StopMark, iso
 from .ranks import rank_entry as _entry
-from .ranks import rank_ranges
 from .words import be, tally
 from .words import rank as _rank
 from .words import ranks as _ranks

@@ -15,7 +15,7 @@ A bundle is a folder (or the same folder as ``OUT.tar.gz``):
 
 Whole logs are never copied: each excerpt holds at most ``BEFORE + 1 + AFTER`` lines of at
 most ``MAX_LINE`` bytes, and the bundle stops adding excerpts at ``MAX_BYTES`` (the ranks left
-out are named in README.txt).
+out are named in README.txt).  Reading a bundle back is core/bundle_read.py's.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import shutil
 import tarfile
 import tempfile
 import time
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -36,8 +35,7 @@ from . import schema
 from .lines.reader import SourceError, read_lines
 from .text import safe_line, safe_str
 
-__all__ = ["BEFORE", "AFTER", "MAX_LINE", "MAX_BYTES", "KIND", "write_bundle", "is_bundle", "read_bundle",
-           "bundle_scan", "excerpt"]
+__all__ = ["BEFORE", "AFTER", "MAX_LINE", "MAX_BYTES", "KIND", "write_bundle", "excerpt"]
 
 BEFORE, AFTER = 100, 20
 MAX_LINE = 4096
@@ -203,8 +201,23 @@ def write_bundle(result, out: str, *, argv: list[str], diagnosis_text: str, snap
     work = tempfile.mkdtemp(prefix=f".{os.path.basename(final)}.part-", dir=parent)
     tmp = final + ".part" if as_tar else None
     try:
-        b = _write(result, work, final, argv, diagnosis_text, snapshot, differential, baseline,
-                   first_warnings, env, roots, redactor())
+        red = redactor()
+        w = _Writer(work, red, Bundle(final, ruleset=red.ruleset), roots, MAX_BYTES)
+        w.rank_excerpts(result)
+        w.flight_recorder(result)
+        doc = _diagnosis_doc(result, argv, first_warnings, w.excerpts, baseline, w.b.left_out)
+        w.put("diagnosis.json", doc=doc)
+        w.put("diagnosis.txt", diagnosis_text)
+        if snapshot is not None:
+            probe = {"note": "measured when the bundle was made, on the node named by host: not at failure time; "
+                             "only the job's own processes",
+                     "snapshot": schema.snapshot_to_json(snapshot),
+                     "differential": schema.differential_to_json(differential) if differential is not None else None}
+            w.put("probe.json", doc=probe)
+        for rel, (cmd, run) in (env or {}).items():
+            w.put(f"env/{rel}", "$ " + " ".join(cmd) + "\n" + run())
+        w.put("README.txt", _readme(doc, w.b, snapshot, env))
+        b = w.b
         if as_tar:
             top = os.path.basename(final)[: -len(".tar.gz") if final.endswith(".tar.gz") else -len(".tgz")] \
                 or "evidence"
@@ -236,13 +249,20 @@ def _umask() -> int:
     return m
 
 
-def _write(result, work, final, argv, diagnosis_text, snapshot, differential, baseline, first_warnings,
-           env, roots, red) -> Bundle:
-    b = Bundle(final, ruleset=red.ruleset)
-    budget = MAX_BYTES
+@dataclass
+class _Writer:
+    """Files of one bundle being written into ``work``: each redacted as it is written, paid
+    from the ``MAX_BYTES`` budget, listed in ``b.files`` (what was redacted in ``b.redacted``)."""
 
-    def put(rel: str, text: str | None = None, doc: Any = None) -> None:
-        nonlocal budget
+    work: str
+    red: Any
+    b: Bundle
+    roots: list[str] | None
+    budget: int
+    excerpts: list[Excerpt] = field(default_factory=list)
+
+    def put(self, rel: str, text: str | None = None, doc: Any = None) -> None:
+        red, b = self.red, self.b
         before = dict(red.counts)
         if doc is not None:
             text = json.dumps(red.value(doc), ensure_ascii=False, indent=1) + "\n"
@@ -252,63 +272,77 @@ def _write(result, work, final, argv, diagnosis_text, snapshot, differential, ba
         if found:
             b.redacted[rel] = ", ".join(f"{n} {k}" for k, n in sorted(found.items()))
         data = text.encode("utf-8", "backslashreplace")  # a lone surrogate (a hostile argv in the snapshot)
-        p = os.path.join(work, rel)
+        p = os.path.join(self.work, rel)
         os.makedirs(os.path.dirname(p), exist_ok=True)
         with open(p, "wb") as fh:
             fh.write(data)
         b.files[rel] = len(data)
-        budget -= len(data)
+        self.budget -= len(data)
 
-    excerpts: list[Excerpt] = []
-    for role, f in _findings_to_excerpt(result):
-        who = f"rank {f.rank}" if f.rank is not None else "rank ?"
-        if budget <= 0:
-            b.left_out.append(f"{who} ({role}, {f.signature}): over the {MAX_BYTES >> 20} MiB cap")
-            continue
-        try:
-            lo, hi, text = excerpt(f.path, f.line, roots=roots)
-        except Outside as exc:
-            b.left_out.append(f"{who} ({role}): {safe_str(str(exc))}: not copied")
-            continue
-        except OSError as exc:
-            b.left_out.append(f"{who} ({role}): {safe_str(f.path)} unreadable ({exc.strerror or exc})")
-            continue
-        ex = Excerpt(f.rank, role, f.signature, f.path, f.line, lo, hi, text)
-        name = _NAME.sub("_", f"rank{f.rank if f.rank is not None else 'X'}-{role}-{f.signature}")
-        head = (f"# {safe_str(f.path)} lines {lo}-{hi}: the first {f.signature} of rank {f.rank} ({role}) "
-                f"at line {f.line} (marked >)\n")
-        put(f"excerpts/{name}.txt", head + text)
-        excerpts.append(ex)
-        for s in result.job.sources():  # the rank's other files, up to the failure's time
+    def rank_excerpts(self, result) -> None:
+        """For the initiating rank and each collateral (and same-cause) one: the first line of
+        its signature in its own file, and its other files around the failure's time."""
+        roots, left_out = self.roots, self.b.left_out
+        for role, f in _findings_to_excerpt(result):
+            who = f"rank {f.rank}" if f.rank is not None else "rank ?"
+            if self.budget <= 0:
+                left_out.append(f"{who} ({role}, {f.signature}): over the {MAX_BYTES >> 20} MiB cap")
+                continue
+            try:
+                lo, hi, text = excerpt(f.path, f.line, roots=roots)
+            except Outside as exc:
+                left_out.append(f"{who} ({role}): {safe_str(str(exc))}: not copied")
+                continue
+            except OSError as exc:
+                left_out.append(f"{who} ({role}): {safe_str(f.path)} unreadable ({exc.strerror or exc})")
+                continue
+            name = _NAME.sub("_", f"rank{f.rank if f.rank is not None else 'X'}-{role}-{f.signature}")
+            head = (f"# {safe_str(f.path)} lines {lo}-{hi}: the first {f.signature} of rank {f.rank} ({role}) "
+                    f"at line {f.line} (marked >)\n")
+            self.put(f"excerpts/{name}.txt", head + text)
+            self.excerpts.append(Excerpt(f.rank, role, f.signature, f.path, f.line, lo, hi, text))
+            self._other_files(result, role, f, name, who)
+
+    def _other_files(self, result, role: str, f, name: str, who: str) -> None:
+        """The rank's other files, each up to the time of its first finding."""
+        for s in result.job.sources():
             if s.ranks != [f.rank] or s.path == f.path or s.kind == "error-json" or f.rank is None:
                 continue
             try:
-                at = _line_at(s.path, f.time, roots)
+                at = _line_at(s.path, f.time, self.roots)
                 if at is None:
                     continue
-                lo, hi, text = excerpt(s.path, at, roots=roots)
+                lo, hi, text = excerpt(s.path, at, roots=self.roots)
             except Outside as exc:
-                b.left_out.append(f"{who} ({role}, other file): {safe_str(str(exc))}: not copied")
+                self.b.left_out.append(f"{who} ({role}, other file): {safe_str(str(exc))}: not copied")
                 continue
             except OSError:
                 continue
             other = _NAME.sub("_", os.path.basename(s.path))
             head = (f"# {safe_str(s.path)} lines {lo}-{hi}: rank {f.rank}'s other file, around the time of its "
                     f"first {f.signature} (line {at}, marked >, is the last one logged at or before it)\n")
-            put(f"excerpts/{name}.{other}.txt", head + text)
-            excerpts.append(Excerpt(f.rank, role + " (same rank, other file)", f.signature, s.path, at, lo, hi, text))
-    # the Flight Recorder dumps the diagnosis used, as read (plain JSON: a pickle is never copied on)
-    fr = result.job.flight_recorder() if hasattr(result.job, "flight_recorder") else None
-    for r, d in sorted((fr.dumps if fr else {}).items()):
-        body = {"path": safe_str(d.path), "rank": r, "format": d.fmt, "version": d.version,
-                "pg_config": {k: [v[0], list(v[1])] for k, v in d.pg_config.items()}, "pg_status": d.pg_status,
-                "entries": [dataclasses.asdict(e) for e in d.entries]}
-        text = json.dumps(body, ensure_ascii=False) + "\n"
-        if len(text) > budget:
-            b.left_out.append(f"rank {r}'s Flight Recorder dump: over the {MAX_BYTES >> 20} MiB cap")
-            continue
-        put(f"flight_recorder/rank{r}.json", text)
-    doc = {
+            self.put(f"excerpts/{name}.{other}.txt", head + text)
+            self.excerpts.append(Excerpt(f.rank, role + " (same rank, other file)", f.signature, s.path, at, lo, hi, text))
+
+    def flight_recorder(self, result) -> None:
+        """The Flight Recorder dumps the diagnosis used, as read (plain JSON: a pickle is never
+        copied on)."""
+        fr = result.job.flight_recorder() if hasattr(result.job, "flight_recorder") else None
+        for r, d in sorted((fr.dumps if fr else {}).items()):
+            body = {"path": safe_str(d.path), "rank": r, "format": d.fmt, "version": d.version,
+                    "pg_config": {k: [v[0], list(v[1])] for k, v in d.pg_config.items()}, "pg_status": d.pg_status,
+                    "entries": [dataclasses.asdict(e) for e in d.entries]}
+            text = json.dumps(body, ensure_ascii=False) + "\n"
+            if len(text) > self.budget:
+                self.b.left_out.append(f"rank {r}'s Flight Recorder dump: over the {MAX_BYTES >> 20} MiB cap")
+                continue
+            self.put(f"flight_recorder/rank{r}.json", text)
+
+
+def _diagnosis_doc(result, argv: list[str], first_warnings: dict | None, excerpts: list[Excerpt], baseline,
+                   left_out: list[str]) -> dict:
+    """diagnosis.json: the scan in core/schema.py forms, so ``denpex scan BUNDLE`` shows it again."""
+    return {
         "schema": schema.SCHEMA,
         "kind": KIND,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -324,20 +358,8 @@ def _write(result, work, final, argv, diagnosis_text, snapshot, differential, ba
         "first_warnings": {str(k): v for k, v in (first_warnings or {}).items()},
         "excerpts": [e.to_json() for e in excerpts],
         "verify_baseline": baseline.to_json() if baseline is not None else None,
-        "left_out": list(b.left_out),
+        "left_out": list(left_out),
     }
-    put("diagnosis.json", doc=doc)
-    put("diagnosis.txt", diagnosis_text)
-    if snapshot is not None:
-        probe = {"note": "measured when the bundle was made, on the node named by host: not at failure time; "
-                         "only the job's own processes",
-                 "snapshot": schema.snapshot_to_json(snapshot),
-                 "differential": schema.differential_to_json(differential) if differential is not None else None}
-        put("probe.json", doc=probe)
-    for rel, (cmd, run) in (env or {}).items():
-        put(f"env/{rel}", "$ " + " ".join(cmd) + "\n" + run())
-    put("README.txt", _readme(doc, b, snapshot, env))
-    return b
 
 
 def _readme(doc: dict, b: Bundle, snapshot, env) -> str:
@@ -377,129 +399,3 @@ def _readme(doc: dict, b: Bundle, snapshot, env) -> str:
 
 
 # -- reading back -------------------------------------------------------------------------
-
-
-MAX_DOC = 64 << 20  # diagnosis.json read back: bounded before parsing (core/untrusted.py)
-
-
-def _tar_doc(path: str) -> dict | None:
-    from .untrusted import load_json, read_capped
-
-    try:
-        with tarfile.open(path, "r:gz") as tar:
-            for i, m in enumerate(tar):  # a bundle writes it first: never inflate a big archive to find it
-                if i > 4:
-                    return None
-                if m.isfile() and (m.name == "diagnosis.json" or m.name.endswith("/diagnosis.json")) \
-                        and m.name.count("/") <= 1:
-                    if m.size > MAX_DOC:
-                        raise schema.SchemaError(f"{path}: its diagnosis.json is larger than {MAX_DOC >> 20} MiB")
-                    fh = tar.extractfile(m)
-                    return load_json(read_capped(fh, MAX_DOC, f"{path}: diagnosis.json"),
-                                     f"{path}: diagnosis.json") if fh else None
-    except (OSError, tarfile.TarError, EOFError, zlib.error):
-        return None
-    return None
-
-
-def _load(path: str) -> dict | None:
-    """The bundle's diagnosis.json, or None when ``path`` is no bundle; a bundle whose document
-    is too big, too deep or not JSON raises :class:`schema.SchemaError` (one line)."""
-    from .untrusted import load_json, read_capped
-
-    if os.path.isdir(path):
-        p = os.path.join(path, "diagnosis.json")
-        if not os.path.isfile(p):
-            return None
-        try:
-            with open(p, "rb") as fh:
-                return load_json(read_capped(fh, MAX_DOC, p), p)
-        except OSError:
-            return None
-    if path.endswith((".tar.gz", ".tgz")) and os.path.isfile(path):
-        return _tar_doc(path)
-    return None
-
-
-def is_bundle(path: str, strict: bool = False) -> bool:
-    """Whether ``path`` is an evidence bundle. A ``diagnosis.json`` too big or too deep to read
-    raises ``ValueError`` (one line) with ``strict``, else makes it no bundle."""
-    try:
-        doc = _load(path)
-    except ValueError:
-        if strict:
-            raise
-        return False
-    return isinstance(doc, dict) and doc.get("kind") == KIND
-
-
-def _safe(v: Any) -> Any:
-    """A bundle is untrusted input: no string from it reaches a terminal as a control sequence."""
-    if isinstance(v, str):
-        return safe_str(v)
-    if isinstance(v, list):
-        return [_safe(x) for x in v]
-    if isinstance(v, dict):
-        return {safe_str(str(k)): _safe(x) for k, x in v.items()}
-    return v
-
-
-def read_bundle(path: str) -> dict:
-    doc = _load(path)
-    if not isinstance(doc, dict) or doc.get("kind") != KIND:
-        raise schema.SchemaError(f"{path}: not a Denpex evidence bundle")
-    return _safe(schema.check_schema(doc, path))
-
-
-class _BundleJob:
-    """The part of JobState the report and the fix panel read, rebuilt from a bundle."""
-
-    def __init__(self, scan: dict):
-        from .job import SourceSummary
-
-        w = "bundle source"
-        self._sources = []
-        for s in schema.opt_list(scan, "sources", "bundle scan", dict):
-            ranks = schema.opt_list(s, "ranks", w)
-            if not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
-                raise schema.SchemaError(f"{w}: 'ranks' must be a list of integers")
-            self._sources.append(SourceSummary(str(s.get("path") or ""), str(s.get("kind") or "log"), list(ranks),
-                                               schema.opt_str(s, "node", w), schema.opt_int(s, "lines", w) or 0,
-                                               schema.opt_int(s, "bytes", w) or 0, schema.opt_str(s, "error", w)))
-        self._versions = {str(k): str(v) for k, v in schema.opt_dict(scan, "versions", "bundle scan").items()}
-        self._markers = [schema.marker_from_json(m) for m in schema.opt_list(scan, "markers", "bundle scan")]
-        ranks = schema.opt_list(scan, "ranks", "bundle scan")  # the job's own count (older bundles: its sources')
-        if not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
-            raise schema.SchemaError("bundle scan: 'ranks' must be a list of integers")
-        self._ranks = sorted(set(ranks) | {r for s in self._sources for r in s.ranks})
-
-    def sources(self):
-        return list(self._sources)
-
-    def ranks(self):
-        return list(self._ranks)
-
-    def versions(self):
-        return dict(self._versions)
-
-    def markers(self):
-        return list(self._markers)
-
-    def failure_entries(self):
-        return []
-
-
-def bundle_scan(path: str, catalog):
-    """A ScanResult rebuilt from a bundle: the diagnosis as it was when the bundle was made."""
-    from .scan import ScanResult
-
-    doc = read_bundle(path)
-    scan = schema.opt_dict(doc, "scan", path)
-    return ScanResult(
-        job=_BundleJob(scan),  # type: ignore[arg-type]
-        findings=[schema.finding_from_json(f) for f in schema.opt_list(scan, "findings", path)],
-        incidents=[schema.incident_from_json(i) for i in schema.opt_list(scan, "incidents", path)],
-        warnings=[str(w) for w in schema.opt_list(scan, "warnings", path)] + [f"read back from the evidence bundle {path} "
-                                                                f"(made {doc.get('created')})"],
-        catalog=catalog,
-    )

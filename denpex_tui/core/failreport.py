@@ -15,6 +15,7 @@ from .hit import Hit
 from .matcher import ANCHORS
 from .model import PRIORITY_ERROR_JSON, PRIORITY_FAILURE_BLOCK, FailureEntry
 from .tracebacks import TB_HEADER as _TB
+from .tracebacks import _Block
 
 __all__ = ["FailureReportMixin", "FB_START"]
 
@@ -104,8 +105,8 @@ class FailureReportMixin:
             if self._block_line(b, text, raw_text, lineno, off, None, True):
                 return
         if text.startswith(_TB):
-            self._open_block(key, None, 0, lineno, off, e.rank, e.local, e.host, None,
-                             rank_override=e.rank, priority=PRIORITY_FAILURE_BLOCK, time=t)
+            self._open_block(_Block(key, lineno, off, e.rank, e.local, e.host, t, False,
+                                    rank_override=e.rank, priority=PRIORITY_FAILURE_BLOCK))
             return
         det = self.matcher.detect(text)
         if det is not None:

@@ -81,10 +81,6 @@ class FRReport:
     others: list[Verdict]
     notes: list[str]
 
-    @property
-    def odd_ranks(self) -> list[int]:
-        return self.verdict.ranks if self.verdict else []
-
 
 def user_frame(e: FREntry | None) -> str:
     """The innermost frame outside torch: where the job called the collective."""

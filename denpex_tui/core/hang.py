@@ -17,7 +17,9 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from .catalog import Catalog
 from .detect import signal_name
@@ -25,13 +27,12 @@ from .frtriage import apply_dump_evidence
 from .model import FailureEntry, Finding, Incident, LastLine, iso
 from .ranks import rank_entry as _entry
 from .ranks import rank_ranges
-from .rankroles import named
 from .timedout import reported_timeout as _reported_timeout
 from .timedout import timed_out_together
 from .timedout import timeout_report as _timeout_report
 from .words import rank as _rank
 from .words import ranks as _ranks_of
-from .words import count, plural, tally
+from .words import count, tally
 
 __all__ = ["hang_incident", "launcher_incident", "agent_terminated", "external_stop_incident", "exit_meaning", "EXTERNAL_STOPS",
            "apply_dump_evidence"]
@@ -265,65 +266,44 @@ def _ranges(rs) -> str:
     return rank_ranges(rs)
 
 
+@dataclass
+class _Hang:
+    """What the hang rules read: the attempt's collateral findings, the ranks seen, their last
+    lines, the launcher's failure entries, live stalls, and what follows from them."""
+
+    attempt: int
+    coll: list[Finding]
+    ranks_seen: Any
+    lasts: dict[int, LastLine]
+    fentries: list
+    catalog: Catalog
+    stalls: Any
+    timed_out: set = field(default_factory=set)
+    missing: list = field(default_factory=list)
+
+
 def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentries, catalog, stalls, job,
                   ctx: list[Finding] | None = None) -> Incident:
-    evidence: list[str] = []
+    """The incident of a hang (every error is a timeout or a peer gone), by the first rule that
+    decides: a rank the launcher says was killed; a report that names the rank it timed out on;
+    every rank reporting its peer gone; only the waiting rank's side in the logs; ranks that
+    timed out together; else the rank that did not time out, or was behind, or went silent
+    first (``_stalled``)."""
     timed_out = {f.rank for f in coll if f.rank is not None}
-    # A rank the launcher says died of a signal, with no error of its own, is the likeliest cause.
-    claims = [c for c in _launcher_claims(attempt, ctx or [], fentries, job)
-              if c[1] is not None and c[2] != "SIGTERM" and c[1] not in timed_out
-              and (c[2] is not None or c[4].__class__.__name__ != "FailureEntry")]
-    if claims:
-        claims.sort(key=lambda c: c[0] if c[0] is not None else float("inf"))
-        t, rank, sname, code, src, text = claims[0]
-        init = _killed_finding(attempt, rank, sname, src, catalog, text, code)
-
-        collateral = []
-        seen = set()
-        for f in coll:
-            if f.rank != rank and f.rank not in seen:
-                seen.add(f.rank)
-                collateral.append(_entry(f, [x for x in coll if x.rank == f.rank]))
-        evidence.append(f"per the launcher, rank {rank} failed first with no error of its own in these logs: "
-                        f"{exit_meaning(code, sname)}")
-        if timed_out - {None}:
-            evidence.append(f"{_ranks_of(timed_out)} failed after it, waiting for it (collateral)")
-        summary = f"rank {rank} initiating: {init.title} - {tally(len(collateral))}"
-        return Incident(attempt, init, collateral, [], None, "medium", evidence, summary)
-    missing = sorted(r for r in ranks_seen if r not in timed_out)
-    if not missing and not stalls:
+    h = _Hang(attempt, coll, ranks_seen, lasts, fentries, catalog, stalls, timed_out,
+              sorted(r for r in ranks_seen if r not in timed_out))
+    inc = _killed_first(h, job, ctx)
+    if inc is not None:
+        return inc
+    if not h.missing and not stalls:
         inc = _reported_timeout(attempt, coll, catalog)
         if inc is not None:
             return inc
     waited = [f for f in coll if _TIMEOUT_KIND.search(f.signature)]
     if coll and not waited and not stalls:
-        # Every rank here reports its peer gone (closed, reset, a remote error), none timed out
-        # waiting: the rank that failed first died; its own output is not in these logs.
-        first = min(coll, key=lambda f: (_ts(f.time) if f.time else float("inf"), f.source_order, f.text_line))
-
-        init = _entry(first, [x for x in coll if x.rank == first.rank])
-        evidence.append(
-            f"every rank in these logs reports a peer gone ({first.signature}), none timed out waiting: the rank "
-            "that failed first is not in these logs (add its log, or the launcher's, to name it)"
-        )
-        hyps = [{"signature": "dist.rank-stalled", "rank": r, "path": "", "line": 0, "time": None, "text": "",
-                 "rule": "seen in these logs without an error of its own"} for r in missing[:3]]
-        others = [_entry(f, [f]) for f in coll if f.rank != first.rank]
-        return Incident(attempt, init, _one_per_rank(others), [], None, "low", evidence,
-                        f"{_rank(first.rank)}: {first.title} - the peer that went "
-                        "away is not in these logs", hypotheses=hyps)
-    if not missing and not stalls and set(ranks_seen) <= timed_out and len(timed_out - {None}) <= 1 and coll:
-        # Only the rank(s) that timed out are in these logs: the one that stalled is not.
-        first = min(coll, key=lambda f: (_ts(f.time) if f.time else float("inf"), f.source_order, f.text_line))
-        first = _timeout_report([x for x in coll if x.rank == first.rank]) or first
-
-        init = _entry(first, [x for x in coll if x.rank == first.rank])
-        evidence.append(
-            f"only {_rank(first.rank)}'s side is in these logs: it failed waiting for "
-            "a peer, and the rank that stalled or failed first is not in these logs (add its log to name it)"
-        )
-        return Incident(attempt, init, [], [], None, "low", evidence,
-                        f"{_rank(first.rank)}: {first.title} - the rank it waited for is not in these logs")
+        return _peer_gone(h)
+    if not h.missing and not stalls and set(ranks_seen) <= timed_out and len(timed_out - {None}) <= 1 and coll:
+        return _only_waiters(h)
     behind: set[int] = set()
     for f in coll:
         m = _D2.search(f.text)
@@ -331,25 +311,114 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
             seq, enq, comp = (int(x) for x in m.groups())
             if enq < seq or enq == comp:
                 behind.add(f.rank)
-    if not missing and not behind and not stalls:
+    if not h.missing and not behind and not stalls:
         inc = timed_out_together(attempt, coll, lasts, catalog)
         if inc is not None:
             return inc
-    confidence = "medium"
-    cands = missing or sorted(behind) or sorted(ranks_seen)
+    return _stalled(h, behind)
+
+
+def _killed_first(h: _Hang, job, ctx: list[Finding] | None) -> Incident | None:
+    """A rank the launcher says died of a signal, with no error of its own, is the likeliest cause."""
+    claims = [c for c in _launcher_claims(h.attempt, ctx or [], h.fentries, job)
+              if c[1] is not None and c[2] != "SIGTERM" and c[1] not in h.timed_out
+              and (c[2] is not None or c[4].__class__.__name__ != "FailureEntry")]
+    if not claims:
+        return None
+    claims.sort(key=lambda c: c[0] if c[0] is not None else float("inf"))
+    t, rank, sname, code, src, text = claims[0]
+    init = _killed_finding(h.attempt, rank, sname, src, h.catalog, text, code)
+    collateral = []
+    seen = set()
+    for f in h.coll:
+        if f.rank != rank and f.rank not in seen:
+            seen.add(f.rank)
+            collateral.append(_entry(f, [x for x in h.coll if x.rank == f.rank]))
+    evidence = [f"per the launcher, rank {rank} failed first with no error of its own in these logs: "
+                f"{exit_meaning(code, sname)}"]
+    if h.timed_out - {None}:
+        evidence.append(f"{_ranks_of(h.timed_out)} failed after it, waiting for it (collateral)")
+    summary = f"rank {rank} initiating: {init.title} - {tally(len(collateral))}"
+    return Incident(h.attempt, init, collateral, [], None, "medium", evidence, summary)
+
+
+def _first(coll: list[Finding]) -> Finding:
+    return min(coll, key=lambda f: (_ts(f.time) if f.time else float("inf"), f.source_order, f.text_line))
+
+
+def _peer_gone(h: _Hang) -> Incident:
+    """Every rank here reports its peer gone (closed, reset, a remote error), none timed out
+    waiting: the rank that failed first died; its own output is not in these logs."""
+    first = _first(h.coll)
+    init = _entry(first, [x for x in h.coll if x.rank == first.rank])
+    evidence = [
+        f"every rank in these logs reports a peer gone ({first.signature}), none timed out waiting: the rank "
+        "that failed first is not in these logs (add its log, or the launcher's, to name it)"
+    ]
+    hyps = [{"signature": "dist.rank-stalled", "rank": r, "path": "", "line": 0, "time": None, "text": "",
+             "rule": "seen in these logs without an error of its own"} for r in h.missing[:3]]
+    others = [_entry(f, [f]) for f in h.coll if f.rank != first.rank]
+    return Incident(h.attempt, init, _one_per_rank(others), [], None, "low", evidence,
+                    f"{_rank(first.rank)}: {first.title} - the peer that went "
+                    "away is not in these logs", hypotheses=hyps)
+
+
+def _only_waiters(h: _Hang) -> Incident:
+    """Only the rank(s) that timed out are in these logs: the one that stalled is not."""
+    first = _first(h.coll)
+    first = _timeout_report([x for x in h.coll if x.rank == first.rank]) or first
+    init = _entry(first, [x for x in h.coll if x.rank == first.rank])
+    evidence = [
+        f"only {_rank(first.rank)}'s side is in these logs: it failed waiting for "
+        "a peer, and the rank that stalled or failed first is not in these logs (add its log to name it)"
+    ]
+    return Incident(h.attempt, init, [], [], None, "low", evidence,
+                    f"{_rank(first.rank)}: {first.title} - the rank it waited for is not in these logs")
+
+
+def _stalled(h: _Hang, behind: set[int]) -> Incident:
+    """The rank that stalled: one that did not time out, or was behind in the stuck collective,
+    or (live) stopped logging, or whose log went silent first; its peers are collateral."""
+    missing, stalls, lasts = h.missing, h.stalls, h.lasts
+    cands = missing or sorted(behind) or sorted(h.ranks_seen)
     if stalls:
-        live = [r for r in cands if r in stalls] or [r for r in stalls]
-        cands = live
+        cands = [r for r in cands if r in stalls] or [r for r in stalls]
 
     def silent_key(r: int):
         ll = lasts.get(r)
         return (_ts(ll.time) if ll and ll.time else float("inf"), r)
 
     stalled = min(cands, key=silent_key) if cands else None
+    evidence, confidence = _stall_evidence(h, behind, stalled)
+    ll = lasts.get(stalled) if stalled is not None else None
+    init = _stalled_finding(h, stalled, ll) if stalled is not None else None
+    by_rank: dict = {}
+    for f in h.coll:
+        if f.rank != stalled:
+            by_rank.setdefault(f.rank, []).append(f)
+    collateral = []
+    for r, lst in by_rank.items():
+        cs = [f for f in lst if f.role == "collateral"] or lst
+        collateral.append(_entry(cs[0], lst))
+    collateral.sort(key=lambda f: (f.rank if f.rank is not None else 1 << 30))
+    summary = (
+        f"rank {stalled} initiating: stalled (hang) - {tally(len(collateral))} timed out waiting for it"
+        if collateral and stalled is not None
+        else f"rank {stalled} initiating: stalled (hang)" if stalled is not None
+        else f"hang: {count(len(collateral), 'rank')} timed out; the stalled rank could not be identified"
+    )
+    return Incident(h.attempt, init, collateral, [], None, confidence, evidence, summary)
+
+
+def _stall_evidence(h: _Hang, behind: set[int], stalled: int | None) -> tuple[list[str], str]:
+    """Why ``stalled`` is the one, and how sure that is."""
+    missing, stalls, lasts = h.missing, h.stalls, h.lasts
+    evidence: list[str] = []
+    confidence = "medium"
     if missing:
         if len(missing) == 1:
             evidence.append(
-                f"rank {stalled} is the only rank seen that did not time out; {_ranks_of(timed_out)} timed out "
+                f"rank {stalled} is the only rank seen that did not time out; {_ranks_of(h.timed_out)} timed out "
                 "waiting in a collective"
             )
         else:
@@ -369,35 +438,21 @@ def hang_incident(attempt, coll, ranks_seen, lasts: dict[int, LastLine], fentrie
             evidence.append(f"rank {stalled}'s last line is at {iso(ll.time)}; its peers logged until {iso(later)}")
             if missing and len(missing) == 1:
                 confidence = "high"
-    for fe in fentries:
+    for fe in h.fentries:
         if fe.rank == stalled and fe.exitcode is not None and fe.exitcode < 0:
             evidence.append(f"the agent reported rank {stalled} with exitcode {fe.exitcode} and no error of its own")
-    sig = catalog.get("dist.rank-stalled")
-    init = None
-    if stalled is not None:
-        init = Finding(
-            signature="dist.rank-stalled",
-            title=sig.title if sig else "Rank stalled: its peers timed out waiting for it",
-            role="initiating", severity="error", phase=sig.phase if sig else "any", family="dist",
-            path=ll.path if ll else "", line=ll.line if ll else 0, text_line=ll.line if ll else 0,
-            offset=ll.offset if ll else 0, text=ll.text if ll else "(no line from this rank)", rank=stalled,
-            node_key=ll.node_key if ll else None, attempt=attempt, time=ll.time if ll else None,
-            extra={"silent_since": iso(ll.time) if ll else None},
-        )
+    return evidence, confidence
 
-    by_rank: dict = {}
-    for f in coll:
-        if f.rank != stalled:
-            by_rank.setdefault(f.rank, []).append(f)
-    collateral = []
-    for r, lst in by_rank.items():
-        cs = [f for f in lst if f.role == "collateral"] or lst
-        collateral.append(_entry(cs[0], lst))
-    collateral.sort(key=lambda f: (f.rank if f.rank is not None else 1 << 30))
-    summary = (
-        f"rank {stalled} initiating: stalled (hang) - {tally(len(collateral))} timed out waiting for it"
-        if collateral and stalled is not None
-        else f"rank {stalled} initiating: stalled (hang)" if stalled is not None
-        else f"hang: {count(len(collateral), 'rank')} timed out; the stalled rank could not be identified"
+
+def _stalled_finding(h: _Hang, stalled: int, ll: LastLine | None) -> Finding:
+    sig = h.catalog.get("dist.rank-stalled")
+    return Finding(
+        signature="dist.rank-stalled",
+        title=sig.title if sig else "Rank stalled: its peers timed out waiting for it",
+        role="initiating", severity="error", phase=sig.phase if sig else "any", family="dist",
+        path=ll.path if ll else "", line=ll.line if ll else 0, text_line=ll.line if ll else 0,
+        offset=ll.offset if ll else 0, text=ll.text if ll else "(no line from this rank)", rank=stalled,
+        node_key=ll.node_key if ll else None, attempt=h.attempt, time=ll.time if ll else None,
+        extra={"silent_since": iso(ll.time) if ll else None},
     )
-    return Incident(attempt, init, collateral, [], None, confidence, evidence, summary)
+

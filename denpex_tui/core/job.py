@@ -174,7 +174,6 @@ class JobState:
         if self._resolved:
             return
         rr = self.resolver()
-        self.assumed_nodes = set(rr.assumed)
         self.unmapped: set[tuple[str, int]] = set()
 
         def res(node_key: str | None, rank: int | None, local: int | None) -> int | None:

@@ -267,7 +267,7 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
         if not candidate:
             return
         if text.startswith(_TB) or text.startswith(_ORIG_TB):
-            self._open_block(key, data, s, lineno, off, g, local, pre.host, t)
+            self._open_block(_Block(key, lineno, off, g, local, pre.host, t, False), data, s)
             return
         self._anchors(text)
         det = self.matcher.detect(text)

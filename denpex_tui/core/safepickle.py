@@ -66,19 +66,59 @@ def loads_plain(data: bytes, *, max_depth: int = MAX_DEPTH, max_values: int = MA
     """The plain value a pickle of plain data holds. Raises :class:`UnsafePickle` for anything
     else (a callable, a class, an object), for bytes that are not a whole pickle, and past the
     bounds."""
-    stack: list = []
-    memo: dict = {}
-    budget = [max_values]
+    m = _Machine(max_depth, max_values)
+    try:
+        for op, arg, pos in pickletools.genops(data):
+            name = op.name
+            if name in _SCALARS:
+                m.scalar(_CONSTANTS[name] if name in _CONSTANTS else arg)
+                continue
+            if name not in _ALLOWED_OTHER:
+                what = f" ({arg!r:.80})" if arg is not None else ""
+                raise UnsafePickle(f"opcode {name}{what} at byte {pos}: not plain data, refused")
+            if name == "STOP":
+                return m.stop()
+            m.op(name, arg)
+    except UnsafePickle:
+        raise
+    except (ValueError, IndexError, KeyError, TypeError, OverflowError, EOFError) as exc:
+        raise UnsafePickle(f"not a whole pickle ({type(exc).__name__}: {str(exc)[:80]})") from None
+    raise UnsafePickle("not a whole pickle (no STOP)")
 
-    def charge(n: int) -> None:
-        budget[0] -= n
-        if budget[0] < 0:
-            raise UnsafePickle(f"more than {max_values} values")
 
-    def box_of(v) -> _Box:
-        return v if isinstance(v, _Box) else _Box(v, 0, 1)
+def _plain(v):
+    return v.obj if isinstance(v, _Box) else v
 
-    def pop_mark() -> list:
+
+def _box_of(v) -> _Box:
+    return v if isinstance(v, _Box) else _Box(v, 0, 1)
+
+
+def _hashable(v):
+    k = _plain(v)
+    if isinstance(k, (list, dict, set)):
+        raise UnsafePickle("an unhashable dict key or set item")
+    return k
+
+
+class _Machine:
+    """The stack machine: plain containers and scalars only, every value paid from a budget,
+    every container's depth checked as it grows."""
+
+    def __init__(self, max_depth: int, max_values: int) -> None:
+        self.stack: list = []
+        self.memo: dict = {}
+        self.max_depth = max_depth
+        self.max_values = max_values
+        self.budget = max_values
+
+    def charge(self, n: int) -> None:
+        self.budget -= n
+        if self.budget < 0:
+            raise UnsafePickle(f"more than {self.max_values} values")
+
+    def pop_mark(self) -> list:
+        stack = self.stack
         items = []
         while stack:
             v = stack.pop()
@@ -88,134 +128,120 @@ def loads_plain(data: bytes, *, max_depth: int = MAX_DEPTH, max_values: int = MA
             items.append(v)
         raise UnsafePickle("MARK missing")
 
-    def add_to(container: _Box, children: list) -> None:
-        d = max((box_of(c).depth for c in children), default=0) + 1
-        if d > max_depth:
-            raise UnsafePickle(f"containers nested deeper than {max_depth}")
+    def add_to(self, container: _Box, children: list) -> None:
+        d = max((_box_of(c).depth for c in children), default=0) + 1
+        if d > self.max_depth:
+            raise UnsafePickle(f"containers nested deeper than {self.max_depth}")
         container.depth = max(container.depth, d)
-        container.weight += sum(box_of(c).weight for c in children)
+        container.weight += sum(_box_of(c).weight for c in children)
 
-    def plain(v):
-        return v.obj if isinstance(v, _Box) else v
+    def scalar(self, v) -> None:
+        if isinstance(v, int) and not isinstance(v, bool):
+            _int_ok(v)
+        self.charge(1)
+        self.stack.append(v)
 
-    def hashable(v):
-        k = plain(v)
-        if isinstance(k, (list, dict, set)):
-            raise UnsafePickle("an unhashable dict key or set item")
-        return k
+    def stop(self):
+        if len(self.stack) != 1:
+            raise UnsafePickle("malformed: STOP with a stack of %d" % len(self.stack))
+        if self.stack[0] is _MARK:  # b"(." : a mark is no value
+            raise UnsafePickle("malformed: STOP with only a MARK")
+        return _plain(self.stack.pop())
 
-    try:
-        ops = pickletools.genops(data)
-        for op, arg, pos in ops:
-            name = op.name
-            if name in _SCALARS:
-                v = _CONSTANTS[name] if name in _CONSTANTS else arg
-                if isinstance(v, int) and not isinstance(v, bool):
-                    _int_ok(v)
-                charge(1)
-                stack.append(v)
-                continue
-            if name not in _ALLOWED_OTHER:
-                what = f" ({arg!r:.80})" if arg is not None else ""
-                raise UnsafePickle(f"opcode {name}{what} at byte {pos}: not plain data, refused")
-            if name in ("PROTO", "FRAME"):
-                continue
-            if name == "STOP":
-                if len(stack) != 1:
-                    raise UnsafePickle("malformed: STOP with a stack of %d" % len(stack))
-                return plain(stack.pop())
-            if name == "MARK":
-                stack.append(_MARK)
-            elif name == "POP":
-                stack.pop()
-            elif name == "POP_MARK":
-                pop_mark()
-            elif name == "DUP":  # a second reference costs what it refers to, as GET does
-                charge(box_of(stack[-1]).weight)
-                stack.append(stack[-1])
-            elif name in ("EMPTY_DICT", "EMPTY_LIST", "EMPTY_SET"):
-                charge(1)
-                stack.append(_Box({} if name == "EMPTY_DICT" else [] if name == "EMPTY_LIST" else set()))
-            elif name == "EMPTY_TUPLE":
-                charge(1)
-                stack.append(())
-            elif name in ("TUPLE", "LIST", "FROZENSET"):
-                items = pop_mark()
-                b = _Box(None)
-                add_to(b, items)
-                if name == "TUPLE":
-                    b.obj = tuple(plain(i) for i in items)
-                elif name == "LIST":
-                    b.obj = [plain(i) for i in items]
-                else:
-                    b.obj = frozenset(hashable(i) for i in items)
-                charge(1)
-                stack.append(b)
-            elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
-                n = int(name[-1])
-                if len(stack) < n or any(x is _MARK for x in stack[-n:]):
-                    raise UnsafePickle(f"malformed: {name}")
-                items = stack[-n:]
-                del stack[-n:]
-                b = _Box(None)
-                add_to(b, items)
-                b.obj = tuple(plain(i) for i in items)
-                charge(1)
-                stack.append(b)
-            elif name == "DICT":
-                items = pop_mark()
-                if len(items) % 2:
-                    raise UnsafePickle("malformed: DICT with an odd number of items")
-                b = _Box({})
-                add_to(b, items)
-                for i in range(0, len(items), 2):
-                    b.obj[hashable(items[i])] = plain(items[i + 1])
-                charge(1)
-                stack.append(b)
-            elif name in ("APPEND", "APPENDS"):
-                items = [stack.pop()] if name == "APPEND" else pop_mark()
-                target = stack[-1]
-                if not isinstance(target, _Box) or not isinstance(target.obj, list):
-                    raise UnsafePickle(f"{name} to something that is not a list")
-                add_to(target, items)
-                target.obj.extend(plain(i) for i in items)
-            elif name in ("SETITEM", "SETITEMS"):
-                if name == "SETITEM":
-                    v = stack.pop()
-                    k = stack.pop()
-                    items = [k, v]
-                else:
-                    items = pop_mark()
-                if len(items) % 2:
-                    raise UnsafePickle("malformed: SETITEMS with an odd number of items")
-                target = stack[-1]
-                if not isinstance(target, _Box) or not isinstance(target.obj, dict):
-                    raise UnsafePickle(f"{name} to something that is not a dict")
-                add_to(target, items)
-                for i in range(0, len(items), 2):
-                    target.obj[hashable(items[i])] = plain(items[i + 1])
-            elif name == "ADDITEMS":
-                items = pop_mark()
-                target = stack[-1]
-                if not isinstance(target, _Box) or not isinstance(target.obj, set):
-                    raise UnsafePickle("ADDITEMS to something that is not a set")
-                add_to(target, items)
-                target.obj.update(hashable(i) for i in items)
-            elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
-                memo[int(arg)] = stack[-1]
-            elif name == "MEMOIZE":
-                memo[len(memo)] = stack[-1]
-            elif name in ("GET", "BINGET", "LONG_BINGET"):
-                key = int(arg)
-                if key not in memo:
-                    raise UnsafePickle(f"malformed: memo {key} unset")
-                v = memo[key]
-                charge(box_of(v).weight)
-                stack.append(v)
-            if stack and stack[-1] is not _MARK and isinstance(stack[-1], _Box) and stack[-1].depth > max_depth:
-                raise UnsafePickle(f"containers nested deeper than {max_depth}")
-    except UnsafePickle:
-        raise
-    except (ValueError, IndexError, KeyError, TypeError, OverflowError, EOFError) as exc:
-        raise UnsafePickle(f"not a whole pickle ({type(exc).__name__}: {str(exc)[:80]})") from None
-    raise UnsafePickle("not a whole pickle (no STOP)")
+    def op(self, name: str, arg) -> None:
+        """One allowed opcode other than a scalar or STOP."""
+        stack = self.stack
+        if name in ("PROTO", "FRAME"):
+            return
+        if name == "MARK":
+            stack.append(_MARK)
+        elif name == "POP":
+            stack.pop()
+        elif name == "POP_MARK":
+            self.pop_mark()
+        elif name == "DUP":  # a second reference costs what it refers to, as GET does
+            self.charge(_box_of(stack[-1]).weight)
+            stack.append(stack[-1])
+        elif name in ("EMPTY_DICT", "EMPTY_LIST", "EMPTY_SET"):
+            self.charge(1)
+            stack.append(_Box({} if name == "EMPTY_DICT" else [] if name == "EMPTY_LIST" else set()))
+        elif name == "EMPTY_TUPLE":
+            self.charge(1)
+            stack.append(())
+        elif name in ("TUPLE", "LIST", "FROZENSET", "TUPLE1", "TUPLE2", "TUPLE3", "DICT"):
+            self.build(name)
+        elif name in ("APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"):
+            self.extend(name)
+        elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
+            self.memo[int(arg)] = stack[-1]
+        elif name == "MEMOIZE":
+            self.memo[len(self.memo)] = stack[-1]
+        elif name in ("GET", "BINGET", "LONG_BINGET"):
+            key = int(arg)
+            if key not in self.memo:
+                raise UnsafePickle(f"malformed: memo {key} unset")
+            v = self.memo[key]
+            self.charge(_box_of(v).weight)
+            stack.append(v)
+        if stack and stack[-1] is not _MARK and isinstance(stack[-1], _Box) and stack[-1].depth > self.max_depth:
+            raise UnsafePickle(f"containers nested deeper than {self.max_depth}")
+
+    def build(self, name: str) -> None:
+        """A new container from the items above the mark (or the top 1-3 for TUPLE1-3)."""
+        stack = self.stack
+        if name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+            n = int(name[-1])
+            if len(stack) < n or any(x is _MARK for x in stack[-n:]):
+                raise UnsafePickle(f"malformed: {name}")
+            items = stack[-n:]
+            del stack[-n:]
+        else:
+            items = self.pop_mark()
+        if name == "DICT" and len(items) % 2:
+            raise UnsafePickle("malformed: DICT with an odd number of items")
+        b = _Box({} if name == "DICT" else None)
+        self.add_to(b, items)
+        if name == "LIST":
+            b.obj = [_plain(i) for i in items]
+        elif name == "FROZENSET":
+            b.obj = frozenset(_hashable(i) for i in items)
+        elif name == "DICT":
+            for i in range(0, len(items), 2):
+                b.obj[_hashable(items[i])] = _plain(items[i + 1])
+        else:
+            b.obj = tuple(_plain(i) for i in items)
+        self.charge(1)
+        stack.append(b)
+
+    def extend(self, name: str) -> None:
+        """Items added to the list, dict or set below them."""
+        stack = self.stack
+        if name in ("APPEND", "APPENDS"):
+            items = [stack.pop()] if name == "APPEND" else self.pop_mark()
+            target = stack[-1]
+            if not isinstance(target, _Box) or not isinstance(target.obj, list):
+                raise UnsafePickle(f"{name} to something that is not a list")
+            self.add_to(target, items)
+            target.obj.extend(_plain(i) for i in items)
+        elif name in ("SETITEM", "SETITEMS"):
+            if name == "SETITEM":
+                v = stack.pop()
+                k = stack.pop()
+                items = [k, v]
+            else:
+                items = self.pop_mark()
+            if len(items) % 2:
+                raise UnsafePickle("malformed: SETITEMS with an odd number of items")
+            target = stack[-1]
+            if not isinstance(target, _Box) or not isinstance(target.obj, dict):
+                raise UnsafePickle(f"{name} to something that is not a dict")
+            self.add_to(target, items)
+            for i in range(0, len(items), 2):
+                target.obj[_hashable(items[i])] = _plain(items[i + 1])
+        else:  # ADDITEMS
+            items = self.pop_mark()
+            target = stack[-1]
+            if not isinstance(target, _Box) or not isinstance(target.obj, set):
+                raise UnsafePickle("ADDITEMS to something that is not a set")
+            self.add_to(target, items)
+            target.obj.update(_hashable(i) for i in items)

@@ -22,7 +22,6 @@ import re
 from .catalog import Catalog
 from .model import Finding, Incident, LastLine
 from .ranks import rank_entry as _entry
-from .ranks import rank_ranges
 from .rankroles import named
 from .words import plural, tally
 from .words import ranks as _ranks_of

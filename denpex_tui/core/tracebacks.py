@@ -82,27 +82,16 @@ class _Block:
 class TracebackMixin:
     """The traceback state machine of :class:`~denpex_tui.core.pipeline.SourceProcessor`."""
 
-    def _open_block(self, key, data, s, lineno, off, g, local, host, t, *, rank_override=None, priority=None, time=None) -> None:
-        approx = False
-        if time is not None:
-            t = time
-        if t is None and data is not None:
-            t = self.prev_time(data, s, key)
-            approx = t is not None
-        if t is None and key in self.key_time:
-            t, approx = self.key_time[key], True
-        self.blocks[key] = _Block(
-            key=key,
-            start_line=lineno,
-            start_offset=off,
-            rank=rank_override if rank_override is not None else g,
-            local=local,
-            host=host,
-            time=t,
-            time_approx=approx,
-            rank_override=rank_override,
-            priority=priority,
-        )
+    def _open_block(self, b: _Block, data: bytes | None = None, s: int = 0) -> None:
+        """Open the traceback block ``b`` (``data[s:]`` is its header line, when it came from
+        bytes). A header with no time of its own takes the time of the line before it in its
+        stream, else the stream's last known time (both marked approximate)."""
+        if b.time is None and data is not None:
+            b.time = self.prev_time(data, s, b.key)
+            b.time_approx = b.time is not None
+        if b.time is None and b.key in self.key_time:
+            b.time, b.time_approx = self.key_time[b.key], True
+        self.blocks[b.key] = b
 
     def _block_line(self, b: _Block, text: str, raw_text: str, lineno: int, off: int, t, candidate: bool) -> bool:
         """Feed one line of the block's stream; False when the line is not part of it."""

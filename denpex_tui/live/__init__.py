@@ -6,9 +6,12 @@ See docs/live-engine.md.
 
 from .execsource import ExecSource, parse_exec_spec
 from .proctable import ProcessEvent, ProcessTable
-from .sources import Chunk, DirWatch, FileFollower, SourceEvent, classify_name
+from .dirwatch import DirWatch, classify_name
+from .follower import FileFollower
+from .sources import Chunk, SourceEvent
 from .stall import StallCleared, StallDetector, StallEvent
-from .tailer import Tailer, TokenBucket
+from .pollwork import TokenBucket
+from .tailer import Tailer, TailOptions
 
 __all__ = [
     "Chunk",
@@ -21,6 +24,7 @@ __all__ = [
     "StallCleared",
     "StallDetector",
     "StallEvent",
+    "TailOptions",
     "Tailer",
     "TokenBucket",
     "classify_name",

@@ -10,48 +10,18 @@ is read; the follower then starts where the history stopped (``Tailer.start_at``
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from denpex_tui.core.clock import since_start
 from denpex_tui.core.history import IO_TIMEOUT_S, ReadProgress, SourceHistory, read_history
-from denpex_tui.core.lines.index import FileIndex
 from denpex_tui.core.matcher import Matcher
 from denpex_tui.core.model import SourceInfo
 from denpex_tui.core.sources import classify, discover
 from denpex_tui.core.watchdog import watchdog
 
-__all__ = ["HistoryProgress", "HistoryDone", "Backlog"]
+from .events import HistoryDone
 
-
-@dataclass(slots=True)
-class HistoryProgress:
-    """How far the history is read (bytes of the files found at start)."""
-
-    read: int
-    total: int
-    sources_done: int
-    sources: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": "history", "read": self.read, "total": self.total, "sources_done": self.sources_done,
-                "sources": self.sources, "complete": False}
-
-
-@dataclass
-class HistoryDone:
-    """Every file found at start is read to its end: the diagnosis is no longer provisional."""
-
-    read: int
-    total: int
-    since_start: float  # wall seconds from the process start to the end of the pass
-    indexes: dict[str, FileIndex] = field(default_factory=dict)  # path -> line index (the view's)
-    infos: dict[str, SourceInfo] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": "history", "read": self.read, "total": self.total, "complete": True,
-                "since_start_s": round(self.since_start, 3)}
+__all__ = ["Backlog"]
 
 
 def find_sources(paths: list[str], io_timeout: float = IO_TIMEOUT_S) -> tuple[list[SourceInfo], list[str]]:

@@ -18,8 +18,9 @@ Public API (stable; other parts of Denpex import these):
 * ``conditions.parse_condition(text) -> Condition`` (``evaluate(metrics) -> bool | None``),
   ``conditions.METRICS``.
 * ``differential.differential(signature_id, path, snapshot, trends) -> Differential``,
-  ``differential.metrics_for(path, snapshot, trends=None) -> dict``,
-  ``differential.differential_kind(signature_id)``.
+  ``differential.differential_kind(signature_id)``; its candidates in ``candidates``, the
+  checklist metrics in ``metrics.metrics_for(path, snapshot, trends=None) -> dict``, the
+  bounded ``du.du_filesystem(mount)``.
 * ``logpaths.paths_from_logs(paths) -> list[WatchPath]``, ``scan_logs(paths) -> LogScan``
   (watch paths, ENOSPC/EMFILE error lines, checkpoint-save lines), ``LogFollower``.
 * ``cli.add_parser(subparsers)`` / ``cli.run(args) -> int``: ``denpex probe``.

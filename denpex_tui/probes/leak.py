@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .differential import LIKELY, Differential, differential, differential_kind
+from .candidates import LIKELY
+from .differential import Differential, differential, differential_kind
 from .wire import WireError, snapshot_from_json
 
 __all__ = ["LeakVerdict", "name_leak", "leak_from_probe_json", "read_probe_json", "name_leak_in_bundle", "LEAK_ID"]

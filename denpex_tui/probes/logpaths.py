@@ -16,7 +16,8 @@ memory, chunk by chunk with a literal prefilter, skipping binary files, and extr
 Each becomes a directory to watch (the save dir rather than the per-step tag dir that rotation
 deletes; the nearest existing ancestor when it does not exist here), deduplicated. Relative paths
 are resolved against the log file's directory and its parents (torchrun's ``--log-dir`` files are
-``<cwd>/<log_dir>/<run>/attempt_N/<rank>/stdout.log``), then the current directory.
+``<cwd>/<log_dir>/<run>/attempt_N/<rank>/stdout.log``), then the current directory
+(probes/logdirs.py).
 
 Nothing here opens a watched path for writing; logs are only read.
 """
@@ -28,12 +29,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from denpex_tui.core import bounded
 from denpex_tui.core.detect import ErrnoDetector, errno_info
 from denpex_tui.core.lines.facts import parse_line
 from denpex_tui.core.lines.reader import SourceError, read_chunks
 from denpex_tui.core.text import safe_str
 from denpex_tui.core.units import MAX_ERRNO, log_int
+
+from .logdirs import abs_named, resolve_dir, transform
 
 CHUNK = 1 << 20
 MAX_FILES = 5000
@@ -139,9 +141,6 @@ _SAVE_EVENT = re.compile(
     r"saving checkpoint at iteration|Saving current state to|saving model to|"
     r"\bSaving checkpoint\b"
 )
-_STEP_DIR = re.compile(r"^(?:checkpoint[-_]\d+|global_step\d+|iter_\d+|step[-_]?\d+|epoch[-_=]?\d+.*)$")
-
-
 def _clean(line: str, limit: int = 500) -> str:
     return safe_str(line.rstrip("\r\n"), limit)
 
@@ -155,10 +154,6 @@ def _grp(m: re.Match, *names: str) -> str | None:
         if v is not None:
             return v
     return None
-
-
-def _looks_like_file(p: str) -> bool:
-    return "." in os.path.basename(p.rstrip("/"))
 
 
 # --- reading --------------------------------------------------------------------------------
@@ -218,102 +213,6 @@ def _emit(block: bytes, base_line: int) -> Iterator[tuple[int, str]]:
         yield no, block[s:e].decode("utf-8", "replace")
 
 
-# --- resolution -----------------------------------------------------------------------------
-
-
-_ELASTIC_LAYOUT = re.compile(r"^(?P<logdir>.*)/[^/]+/attempt_\d+/\d+/[^/]+$")
-
-
-def _bases(log: str) -> list[str]:
-    """Directories a relative path in ``log`` may be relative to, most likely first."""
-    alog = os.path.abspath(log)
-    d = os.path.dirname(alog)
-    out = []
-    m = _ELASTIC_LAYOUT.match(alog)
-    if m:
-        # <cwd>/<log_dir>/<run_id>_xxx/attempt_N/<local_rank>/stdout.log: with the usual
-        # relative --log-dir, the worker's cwd is the log dir's parent
-        out.append(os.path.dirname(m.group("logdir")))
-    for _ in range(6):
-        if d not in out:
-            out.append(d)
-        nd = os.path.dirname(d)
-        if nd == d:
-            break
-        d = nd
-    cwd = os.getcwd()
-    if cwd not in out:
-        out.append(cwd)
-    return out
-
-
-def _isdir(p: str) -> bool:
-    """A log-derived path: stat it through the bounded worker; one that does not answer is
-    not there for us (probe's reading of it then says "did not answer in N s")."""
-    return bool(bounded.isdir(p))
-
-
-def _existing_ancestor(p: str) -> str:
-    q = p
-    while not _isdir(q):
-        nq = os.path.dirname(q)
-        if nq == q:
-            return q
-        q = nq
-    return q
-
-
-def _resolve_dir(d: str, log: str) -> tuple[str, bool, str]:
-    """(directory to watch, exists, wanted absolute dir)."""
-    d = os.path.expanduser(d)
-    if os.path.isabs(d):
-        want = os.path.normpath(d)
-        if _isdir(want):
-            return want, True, want
-        return _existing_ancestor(want), False, want
-    bases = _bases(log)
-    for b in bases:
-        cand = os.path.normpath(os.path.join(b, d))
-        if _isdir(cand):
-            return cand, True, cand
-    # not here in full: prefer the base where its first component exists
-    first = os.path.normpath(d).split(os.sep, 1)[0]
-    base = bases[0]
-    if first not in (".", ".."):
-        for b in bases:
-            if bounded.exists(os.path.join(b, first)):
-                base = b
-                break
-    want = os.path.normpath(os.path.join(base, d))
-    return _existing_ancestor(want), False, want
-
-
-def _transform(raw: str, how: str) -> str | None:
-    p = raw.strip().rstrip(",;")
-    if not p or p in ("None", "<N/A>"):
-        return None
-    if how == "file->savedir":
-        tag = os.path.dirname(p)
-        return os.path.dirname(tag) or tag or "."
-    if how == "dir->savedir":
-        p = p.rstrip("/")
-        if _STEP_DIR.match(os.path.basename(p)):
-            return os.path.dirname(p) or "."
-        return p
-    if how == "file->dir":
-        return os.path.dirname(p) or "."
-    if how == "errfile":
-        m = re.match(r"^(.*)/attempt_\d+/\d+/error\.json$", p)
-        if m:
-            return m.group(1) or "."
-        return os.path.dirname(p) or "."
-    if how == "oserror":
-        if _looks_like_file(p):
-            return os.path.dirname(p) or "."
-        return p
-    return p
-
-
 def _rank_of(line: str) -> tuple[int | None, int | None]:
     pl = parse_line(line)
     if "ds-rank" in pl.formats:
@@ -336,7 +235,7 @@ def scan_line(text: str, log: str, line_no: int, out: LogScan, *, want_saves: bo
             raw = _grp(m, *grp)
             if raw is None:
                 continue
-            d = _transform(raw, how)
+            d = transform(raw, how)
             if d is not None:
                 found.append((d, raw, why, None))
 
@@ -344,11 +243,11 @@ def scan_line(text: str, log: str, line_no: int, out: LogScan, *, want_saves: bo
     if hit is not None and hit[1].get("path") and not hit[1]["path"].startswith("<"):
         sig, fields = hit
         e, raw = fields["errno"], fields["path"]
-        d = _transform(raw, "oserror")
+        d = transform(raw, "oserror")
         if d is not None:
             found.append((d, raw, f"{fields['errname']} (errno {e}) in the log", e))
         src = src or _clean(text)
-        out.errors.append(LogError(e, sig, _abs_named(raw, log), src, log, line_no))
+        out.errors.append(LogError(e, sig, abs_named(raw, log), src, log, line_no))
     m = _AIO.search(text)
     if m and log_int(m.group("e"), MAX_ERRNO) is not None:
         e = int(m.group("e"))
@@ -358,7 +257,7 @@ def scan_line(text: str, log: str, line_no: int, out: LogScan, *, want_saves: bo
         nv = raw.split("/zero_stage_3/", 1)
         if len(nv) == 2 and nv[0]:
             found.append((nv[0], raw, "DeepSpeed nvme_path", None))
-        out.errors.append(LogError(e, "deepspeed.aio-file-error", _abs_named(raw, log),
+        out.errors.append(LogError(e, "deepspeed.aio-file-error", abs_named(raw, log),
                                    _clean(text), log, line_no))
     for rx in (_SWP, _GDS):
         m = rx.search(text)
@@ -373,20 +272,12 @@ def scan_line(text: str, log: str, line_no: int, out: LogScan, *, want_saves: bo
                                        line_no))
 
     for d, raw, why, _e in found:
-        watch, exists, want = _resolve_dir(d, log)
+        watch, exists, want = resolve_dir(d, log)
         out.watch.append(WatchPath(watch, why, src or _clean(text), raw, log, line_no, exists,
                                    want))
     if want_saves and _SAVE_EVENT.search(text):
         rank, lrank = _rank_of(text)
         out.saves.append(SaveEvent(rank, lrank, _clean(text), log, line_no))
-
-
-def _abs_named(raw: str, log: str) -> str:
-    if raw.startswith("<") or os.path.isabs(raw):
-        return raw
-    d = os.path.dirname(raw)
-    base, _exists, want = _resolve_dir(d or ".", log)
-    return os.path.normpath(os.path.join(want if not _exists else base, os.path.basename(raw)))
 
 
 def _dedupe(watch: list[WatchPath]) -> list[WatchPath]:

@@ -284,12 +284,33 @@ def find_training_processes(
     """Launchers and workers on this node, sorted by (role, rank, pid).
 
     Never raises for vanished/unreadable processes. Cost is one cmdline read per pid plus stat and
-    environ reads for the python/launcher candidates only (see bench/probe_cost.py).
+    environ reads for the python/launcher candidates only (see bench/probe_cost.py). Three
+    passes: the candidates by command line (``_candidates``), each one's stat and environment
+    (``_identify``: a python that is no launcher's child and has no rank is not a worker), and
+    the roles (``_classify``: a worker's child with its rank is a helper).
     """
     if not os.path.isdir(proc):  # pragma: no cover - non-Linux
         return _find_with_psutil(include_helpers)
     me = os.getpid() if exclude_self else -1
+    cmdlines, launchers, pythons, launcher_children = _candidates(proc, me)
+    launcher_set = set(launchers)
+    info = _identify(proc, cmdlines, launchers + pythons, launcher_set, launcher_children)
+    out = _classify(info, cmdlines, launcher_set, launcher_children, include_helpers)
+    order = {"launcher": 0, "worker": 1, "helper": 2}
+    out.sort(
+        key=lambda p: (
+            order[p.role],
+            p.rank if p.rank is not None else 1 << 30,
+            p.local_rank if p.local_rank is not None else 1 << 30,
+            p.pid,
+        )
+    )
+    return out
 
+
+def _candidates(proc: str, me: int) -> tuple[dict[int, list[str]], list[int], list[int], dict[int, int]]:
+    """(cmdlines, launcher pids, python pids, launcher child -> launcher): the processes whose
+    command line may be a training job's, and the launchers' children whatever they run."""
     cmdlines: dict[int, list[str]] = {}
     launchers: list[int] = []
     pythons: list[int] = []
@@ -308,7 +329,6 @@ def find_training_processes(
         elif is_python(cl) or local_rank_from_argv(cl) is not None:
             pythons.append(pid)
             cmdlines[pid] = cl
-
     launcher_children: dict[int, int] = {}
     for lp in launchers:
         for c in read_children(lp, proc):
@@ -318,11 +338,15 @@ def find_training_processes(
                 if cl:
                     cmdlines[c] = cl
                     pythons.append(c)
+    return cmdlines, launchers, pythons, launcher_children
 
-    launcher_set = set(launchers)
-    # (pid) -> (ppid, ticks, rank, local_rank, world, env_readable)
+
+def _identify(proc: str, cmdlines: dict[int, list[str]], pids: list[int], launcher_set: set[int],
+              launcher_children: dict[int, int]) -> dict[int, tuple]:
+    """pid -> (ppid, ticks, rank, local_rank, world, env_readable) for the live launchers and
+    workers among ``pids``."""
     info: dict[int, tuple] = {}
-    for pid in launchers + pythons:
+    for pid in pids:
         st = read_stat(pid, proc)
         if st is None or st[2] in ("Z", "X"):
             continue
@@ -348,7 +372,11 @@ def find_training_processes(
         if not is_worker:
             continue
         info[pid] = (ppid, ticks, rank, local_rank, world, env_ok)
+    return info
 
+
+def _classify(info: dict[int, tuple], cmdlines: dict[int, list[str]], launcher_set: set[int],
+              launcher_children: dict[int, int], include_helpers: bool) -> list[TrainingProcess]:
     out: list[TrainingProcess] = []
     for pid, (ppid, ticks, rank, local_rank, world, env_ok) in info.items():
         cl = cmdlines[pid]
@@ -379,15 +407,6 @@ def find_training_processes(
                 launcher_pid=lpid,
             )
         )
-    order = {"launcher": 0, "worker": 1, "helper": 2}
-    out.sort(
-        key=lambda p: (
-            order[p.role],
-            p.rank if p.rank is not None else 1 << 30,
-            p.local_rank if p.local_rank is not None else 1 << 30,
-            p.pid,
-        )
-    )
     return out
 
 

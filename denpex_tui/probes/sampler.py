@@ -349,7 +349,29 @@ class Prober:
             if pr.measured_path and pr.exists and not wp.is_shm:
                 watched.append(pr.measured_path)
         watched = list(dict.fromkeys(watched))
+        procs = self._read_processes(now, watched)
+        if self.watch_open_files:  # filesystems the processes hold files on
+            self._add_open_mounts(procs)
+            for wp in list(self._auto.values()):
+                pr, dev = self.meter.read(wp.path, wp.why, False, now)
+                path_readings.append((wp, pr, dev))
+        _held_on_paths(path_readings, procs, watched)
+        fo, fm = _system_files()
+        snap = Snapshot(
+            time=now,
+            host=self.host,
+            processes=_order(procs),
+            paths=[pr for _wp, pr, _d in path_readings],
+            discovered=self.discover,
+            system_files_open=fo,
+            system_files_max=fm,
+        )
+        snap.cost_s = time.perf_counter() - t0
+        return snap
 
+    def _read_processes(self, now: float, watched: list[str]) -> list[ProcessReading]:
+        """A reading of every known process; one that exited (or whose pid was reused) is kept,
+        as gone, for ``exited_linger`` seconds and asks for a new discovery."""
         procs: list[ProcessReading] = []
         for pid, ident in list(self._procs.items()):
             gone_at = self._exited_at.get(pid)
@@ -379,60 +401,28 @@ class Prober:
             elif ident.create_time is None and r.create_time is not None:
                 ident.create_time = r.create_time
             procs.append(r)
+        return procs
 
-        # filesystems the processes hold files on
-        if self.watch_open_files:
-            for r in procs:
-                for mp in (r.open_mounts or {}):
-                    if mp in self._paths or mp in self._auto:
-                        continue
-                    m = self.mounts.find(mp)
-                    if m is None or m.fs_class in ("pseudo",) or m.readonly:
-                        continue
-                    if len(self._auto) >= MAX_AUTO_PATHS:
-                        break
-                    self._auto[mp] = WatchedPath(mp, auto=True)
-                for mp in (r.open_mounts or {}):
-                    wp = self._auto.get(mp)
-                    if wp is not None:
-                        label = (f"files open by rank {r.rank} (pid {r.pid})" if r.rank is not None
-                                 else f"files open by pid {r.pid}")
-                        if label not in wp.why and len(wp.why) < 4:
-                            wp.why.append(label)
-            for wp in list(self._auto.values()):
-                pr, dev = self.meter.read(wp.path, wp.why, False, now)
-                path_readings.append((wp, pr, dev))
-
-        # per path: fds of watched processes open there; deleted-open bytes on its filesystem
-        readable = [r for r in procs if r.readable or r.fds is not None]
-        for wp, pr, dev in path_readings:
-            if not readable:
-                continue
-            if wp.auto or (pr.mount and pr.measured_path == pr.mount):
-                pr.open_fds = sum((r.open_mounts or {}).get(pr.mount, 0) for r in readable)
-            elif pr.measured_path in watched:
-                pr.open_fds = sum((r.open_under_watched or {}).get(pr.measured_path, 0)
-                                  for r in readable)
-            if dev is not None:
-                seen: dict[tuple[int, int], int] = {}
-                for r in readable:
-                    for d in r.deleted or ():
-                        if d.dev == dev:
-                            seen[(d.dev, d.ino)] = d.bytes
-                pr.deleted_open_bytes = sum(seen.values())
-
-        fo, fm = _system_files()
-        snap = Snapshot(
-            time=now,
-            host=self.host,
-            processes=_order(procs),
-            paths=[pr for _wp, pr, _d in path_readings],
-            discovered=self.discover,
-            system_files_open=fo,
-            system_files_max=fm,
-        )
-        snap.cost_s = time.perf_counter() - t0
-        return snap
+    def _add_open_mounts(self, procs: list[ProcessReading]) -> None:
+        """Watch (as ``auto`` paths) the writable filesystems the processes hold files on,
+        each labelled with the ranks that do."""
+        for r in procs:
+            for mp in (r.open_mounts or {}):
+                if mp in self._paths or mp in self._auto:
+                    continue
+                m = self.mounts.find(mp)
+                if m is None or m.fs_class in ("pseudo",) or m.readonly:
+                    continue
+                if len(self._auto) >= MAX_AUTO_PATHS:
+                    break
+                self._auto[mp] = WatchedPath(mp, auto=True)
+            for mp in (r.open_mounts or {}):
+                wp = self._auto.get(mp)
+                if wp is not None:
+                    label = (f"files open by rank {r.rank} (pid {r.pid})" if r.rank is not None
+                             else f"files open by pid {r.pid}")
+                    if label not in wp.why and len(wp.why) < 4:
+                        wp.why.append(label)
 
     def _mount_point_of(self, path: str) -> str | None:
         m = self.mounts.find(path)
@@ -450,3 +440,24 @@ def _order(procs: list[ProcessReading]) -> list[ProcessReading]:
 
 
 __all__ = ["Prober", "PathMeter", "WatchedPath", "read_path", "HungPathError", "SHM"]
+
+
+def _held_on_paths(path_readings: list, procs: list[ProcessReading], watched: list[str]) -> None:
+    """Per path: the fds of watched processes open there, and the deleted-open bytes on its
+    filesystem (each inode once)."""
+    readable = [r for r in procs if r.readable or r.fds is not None]
+    if not readable:
+        return
+    for wp, pr, dev in path_readings:
+        if wp.auto or (pr.mount and pr.measured_path == pr.mount):
+            pr.open_fds = sum((r.open_mounts or {}).get(pr.mount, 0) for r in readable)
+        elif pr.measured_path in watched:
+            pr.open_fds = sum((r.open_under_watched or {}).get(pr.measured_path, 0)
+                              for r in readable)
+        if dev is not None:
+            seen: dict[tuple[int, int], int] = {}
+            for r in readable:
+                for d in r.deleted or ():
+                    if d.dev == dev:
+                        seen[(d.dev, d.ino)] = d.bytes
+            pr.deleted_open_bytes = sum(seen.values())

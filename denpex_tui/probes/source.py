@@ -33,7 +33,7 @@ class ProbeSource(Protocol):
 
     def read_path(self, path: str) -> PathReading: ...
 
-    def du(self, mount_point: str): ...  # -> differential.DuResult
+    def du(self, mount_point: str): ...  # -> du.DuResult
 
 
 class LocalSource:
@@ -56,7 +56,7 @@ class LocalSource:
         return read_path(path, mounts=self.prober.mounts)
 
     def du(self, mount_point: str):
-        from .differential import du_filesystem
+        from .du import du_filesystem
 
         return du_filesystem(mount_point)
 
@@ -138,7 +138,7 @@ class StreamSource:
                                  "(give it --path or --logs there)")
 
     def du(self, mount_point: str):
-        from .differential import DuResult
+        from .du import DuResult
 
         return DuResult(None, 0, f"on {self.name}: du walks a filesystem on its own node; "
                                  f"run denpex probe there with --logs", time.time())
