@@ -54,21 +54,30 @@ async def _engine(paths: list[str]):
     agen = eng.run().__aiter__()
     end = time.monotonic() + 60
     done = False
+    nxt = None  # the pending next event: waited for, never cancelled (that would end the generator)
     try:
         while time.monotonic() < end:
-            try:
-                ev = await asyncio.wait_for(agen.__anext__(), timeout=0.3)
-            except asyncio.TimeoutError:
+            if nxt is None:
+                nxt = asyncio.ensure_future(agen.__anext__())
+            ready, _ = await asyncio.wait({nxt}, timeout=0.3)
+            if not ready:
                 if done and await eng.call(eng.unread_bytes) == 0:
                     break
                 continue
+            try:
+                ev = nxt.result()
             except StopAsyncIteration:
+                nxt = None
                 break
+            nxt = None
             events.append(ev)
             done = done or isinstance(ev, HistoryDone)
         events += await eng.call(eng.finish)
     finally:
         eng.stop()
+        if nxt is not None:
+            nxt.cancel()
+            await asyncio.gather(nxt, return_exceptions=True)
         await agen.aclose()
     return eng, events
 
