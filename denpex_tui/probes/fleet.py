@@ -364,8 +364,10 @@ class Fleet:
             if st.garbage_since_good:
                 return "garbage", f"{st.garbage_since_good} lines that are not snapshots ({st.first_garbage})"
             waited = now - (st.started_at or now)
-            prev = f"; before: {st.ended}" if st.ended else ""
-            return "connecting", f"waiting {waited:.0f} s for a first snapshot{prev}"
+            if st.ended_kind is not None:  # a retry: the node still has not answered since it failed
+                return st.ended_kind, (f"{st.ended}; retrying: waited {waited:.0f} s so far "
+                                       f"(attempt {st.retries + 1})")
+            return "connecting", f"waiting {waited:.0f} s for a first snapshot"
         age = now - st.last_snapshot_at
         if age > self.late_after:
             extra = f", then {st.garbage_since_good} garbage lines" if st.garbage_since_good else ""
@@ -378,7 +380,7 @@ class Fleet:
 
     def settled(self) -> bool:
         """Every node has answered or failed (nobody is still connecting for the first time)."""
-        return all(self.status(st)[0] != "connecting" or st.retries > 0 for st in self.nodes.values())
+        return all(self.status(st)[0] != "connecting" for st in self.nodes.values())
 
     def node_json(self, now: float | None = None) -> list[dict]:
         now = self._frozen_at or self.clock() if now is None else now
