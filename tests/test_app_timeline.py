@@ -91,7 +91,7 @@ def test_line_index_reads_back_any_line_and_bounds_a_huge_one(tmp_path):
     (raw, cut), (after, cut2), (last, cut3) = idx.read_lines(5000, 3)
     assert cut and len(raw) == MAX_SHOW and not cut2 and after == b"after the long line"
     assert last == b"unterminated" and not cut3
-    first, _t = idx.take_records()
+    first, _t, _end = idx.take_records()
     counts = list(np.diff(np.append(first, idx.lines)))
     assert sum(counts) == 5003 and counts[-1] == 4  # line 4999 and the 3 lines after it
     idx2 = index(4096)  # the same index, whatever the chunks

@@ -4,8 +4,11 @@ Its order is the merge of the sources' records (:mod:`denpex_tui.core.lines.merg
 timestamped line and the untimestamped lines after it in its file (a traceback stays under its
 message), a source without any timestamp after its timed sibling's last line or at its mtime.
 The history's indexes come from the engine's history pass (the files are read once); lines that
-arrive while following are read through the same reader and line facts, merged by time within
-each refresh and appended after what is already there (the screen never reorders under the user).
+arrive while following are read through the same reader and line facts and held for a settle
+window (:data:`SETTLE_S`, by their arrival): ranks write the same moment a little apart, and the
+lines of one window are merged by time among themselves before they are appended after what is
+already there (the screen never reorders under the user). A line that comes later than that goes
+at the end; a traceback read in two pieces stays in one (:func:`merge_runs`'s ``floor``).
 
 Memory, per merged line: one byte (which source; two beyond 255 sources), plus four bytes in the
 default view once it hides something (the console's copies of per-rank lines) and four per
@@ -22,6 +25,7 @@ from __future__ import annotations
 import bisect
 import os
 import threading
+import time
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -43,6 +47,7 @@ __all__ = ["Timeline", "View", "SourceMeta"]
 
 BLOCK = 4096
 TEXT_CACHE_BYTES = 4 << 20
+SETTLE_S = 1.0  # lines that arrive while following wait this long, so their neighbours can come
 
 
 @dataclass
@@ -129,6 +134,9 @@ class Timeline:
         self.building = False
         self.built = False
         self.lock = threading.RLock()  # one writer at a time (build, refresh, spool)
+        self.last_time: float | None = None  # the time of the last row merged, and its file
+        self.last_sid: int | None = None
+        self._held: dict[int, list[tuple[int, float]]] = {}  # per source: (lines, arrived) not merged
         self._text: OrderedDict[tuple[int, int], tuple[SafeText, bool]] = OrderedDict()
         self._text_bytes = 0
         self._spool = Spool()  # --exec lines, capped on disk (app/spool.py)
@@ -242,9 +250,74 @@ class Timeline:
                 return other.index.last_time
         return self.sources[sid].index.mtime()
 
-    def _merge(self, sids: list[int]) -> int:
-        runs = merge_runs([self.sources[s].index for s in sids], sids, self._place)
-        return self.append_runs(runs)
+    def _merge(self, sids: list[int], upto: list[int | None] | None = None, *, follow: bool = False) -> int:
+        """Merge these sources' pending lines; ``follow``: after rows already shown (the floor)."""
+        runs = merge_runs([self.sources[s].index for s in sids], sids, self._place, upto=upto,
+                          floor=self.last_time if follow and self.rows else None, lead=self.last_sid)
+        n = self.append_runs(runs)
+        if n:
+            if runs.last_time is not None and runs.last_time == runs.last_time:  # not NaN
+                self.last_time = runs.last_time
+            self.last_sid = int(runs.sids[-1])
+        return n
+
+    # -- following: the settle window --------------------------------------------------------
+
+    def _arrived(self, sid: int, now: float) -> None:
+        self._held.setdefault(sid, []).append((self.sources[sid].index.lines, now))
+
+    @property
+    def holding(self) -> bool:
+        """Some lines were read but wait for their settle window."""
+        return bool(self._held)
+
+    def due(self) -> float | None:
+        """When (``time.monotonic()``) the oldest held lines are to be merged."""
+        with self.lock:
+            first = min((marks[0][1] for marks in self._held.values()), default=None)
+            return None if first is None else first + SETTLE_S
+
+    def settle(self, now: float | None = None, *, all_: bool = False) -> int:
+        """Merge the held lines whose window has passed (every one with ``all_``), and with them
+        every held line of no later time (its neighbours, whatever their arrival): by time among
+        themselves, after the rows there are. Returns the number of new rows."""
+        with self.lock:
+            now = time.monotonic() if now is None else now
+            pending = {sid: self._pending_times(sid) for sid in self._held}
+            mark = None  # the latest time among the ripe lines
+            for sid, marks in self._held.items():
+                ripe = [m for m in marks if all_ or now - m[1] >= SETTLE_S]
+                if ripe:
+                    first, t = pending[sid]
+                    t = t[first < ripe[-1][0]]
+                    if len(t):
+                        mark = float(t.max()) if mark is None else max(mark, float(t.max()))
+            if mark is None:
+                return 0
+            sids, upto = [], []
+            for sid in sorted(self._held):
+                first, t = pending[sid]
+                k = int(np.searchsorted(t, mark, side="right"))  # a file's times never go back
+                if not k:
+                    continue
+                end = None if k == len(first) else int(first[k])
+                sids.append(sid)
+                upto.append(end)
+                rest = [] if end is None else [m for m in self._held[sid] if m[0] > end]
+                if rest:
+                    self._held[sid] = rest
+                else:
+                    del self._held[sid]
+            return self._merge(sids, upto, follow=True) if sids else 0
+
+    def _pending_times(self, sid: int) -> tuple[np.ndarray, np.ndarray]:
+        """A source's records not merged yet, untimed ones at the time they are placed at."""
+        first, t = self.sources[sid].index.pending()
+        nan = np.isnan(t)
+        if nan.any():
+            at = self._place(sid)
+            t[nan] = np.inf if at is None else at
+        return first, t
 
     def append_runs(self, runs: Runs) -> int:
         """The next lines of these sources, in this order, at the end of the merge."""
@@ -298,16 +371,18 @@ class Timeline:
         copies = np.array([t for t in uniq.tolist() if self.is_copy(sid, t)], dtype=np.int32)
         return np.isin(tags, copies) if len(copies) else np.zeros(len(tags), bool)
 
-    def refresh(self, names: Iterable[str] | None = None) -> int:
-        """Lines written since the last look (following): merged by time among themselves,
-        appended. Returns the number of new rows."""
+    def refresh(self, names: Iterable[str] | None = None, now: float | None = None) -> int:
+        """Lines written since the last look (following): read and held for their settle
+        window, then merged (:meth:`settle`). Returns the number of new rows."""
         with self.lock:
+            now = time.monotonic() if now is None else now
             sids = range(len(self.sources)) if names is None else {s for n in names
                                                                     if (s := self.ensure_file(n)) is not None}
-            changed = [sid for sid in sorted(sids)
-                       if self.sources[sid].spool is None and self._read_new(sid)]
+            for sid in sorted(sids):
+                if self.sources[sid].spool is None and self._read_new(sid):
+                    self._arrived(sid, now)
             self.recheck()
-            return self._merge(changed) if changed else 0
+            return self.settle(now)
 
     def recheck(self, names: Iterable[str] = ()) -> None:
         """After a source event (deleted, replaced, rotated, truncated): does each name still lead
@@ -333,8 +408,10 @@ class Timeline:
                 sid = self._add(name, info or SourceInfo(path=name, kind="exec"), read_path=path)
                 self.sources[sid].spool = path
             self._spool.write(self.sources[sid].spool, texts)
+            now = time.monotonic()
             if self._read_new(sid):
-                self._merge([sid])
+                self._arrived(sid, now)
+            self.settle(now)
 
     def close(self) -> None:
         for m in self.sources:

@@ -41,8 +41,9 @@ class TimelineWorker:
 
     @property
     def idle(self) -> bool:
-        """The history is merged and every request so far is handled (its messages posted)."""
-        return self.tl.built and self.handled == self.requested
+        """The history is merged, every request so far is handled (its messages posted) and no
+        line waits for its settle window."""
+        return self.tl.built and self.handled == self.requested and not self.tl.holding
 
     def _put(self, item: Any) -> None:
         self.requested += 1
@@ -102,7 +103,13 @@ class TimelineWorker:
 
     def _loop(self) -> None:
         while True:
-            item = self.q.get()
+            due = self.tl.due()
+            try:
+                item = self.q.get(timeout=None if due is None else max(0.0, due - time.monotonic()))
+            except queue.Empty:  # held lines whose settle window passed
+                if self.tl.settle():
+                    self._changed(force=True)
+                continue
             if item is None:
                 break
             batch = [item]

@@ -121,7 +121,7 @@ def demo_lines(start: datetime | None = None, steps: int = 120, fail_step: int =
             "    self.file_like.write_end_of_file()",
             "RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos 263424 vs 263312",
         ]
-        tf = t + timedelta(milliseconds=131)
+        tf = t + timedelta(milliseconds=129 + 4 * fr)  # after its "Saving" line, when "Saved" would be
         yield DemoLine(0.05, fr, "stdout", f"{_ts(tf)} ERROR [rank{fr}/{n}] train: Checkpoint save failed for step {step} (attempt 1/1), giving up")
         for line in tb:
             yield DemoLine(0.01, fr, "stderr", f"[rank{fr}]: {line}" if line else "")

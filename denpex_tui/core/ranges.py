@@ -114,7 +114,7 @@ def join_index(a: FileIndex, b: FileIndex) -> None:
     a.ck_off.extend(b.ck_off)
     if a.tags is not None and b.tags is not None:
         a.tags.extend(b.tags)
-    first, t = b.take_records()
+    first, t, _end = b.take_records()
     first = first + base
     if a.last_time is not None and len(t):
         t = np.where(np.isnan(t), t, np.maximum(t, a.last_time))

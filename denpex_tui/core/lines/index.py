@@ -117,12 +117,28 @@ class FileIndex:
         if cl.year_hint is not None:
             self.year_hint = cl.year_hint
 
-    def take_records(self) -> tuple[np.ndarray, np.ndarray]:
-        """The records not merged yet, as (first line, time) arrays, and forget them."""
+    def pending(self) -> tuple[np.ndarray, np.ndarray]:
+        """The records not merged yet, as (first line, time) arrays, kept."""
+        return (np.frombuffer(self.rec_line, dtype=np.int64).copy(),
+                np.frombuffer(self.rec_time, dtype=np.float64).copy())
+
+    def take_records(self, upto: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+        """The records not merged yet, as (first line, time) arrays, and the line they end
+        before; forgotten here. With ``upto``, only the lines before line ``upto`` are taken:
+        a record that runs past it is split, its rest staying pending with the same time."""
         first = np.frombuffer(self.rec_line, dtype=np.int64).copy()
         t = np.frombuffer(self.rec_time, dtype=np.float64).copy()
-        self.rec_line, self.rec_time = array("q"), array("d")
-        return first, t
+        if upto is None or upto >= self.lines:
+            self.rec_line, self.rec_time = array("q"), array("d")
+            return first, t, self.lines
+        k = int(np.searchsorted(first, upto, side="left"))
+        rest_f, rest_t = first[k:], t[k:]
+        if k and (not len(rest_f) or rest_f[0] > upto):  # record k-1 goes on past upto
+            rest_f = np.concatenate([[upto], rest_f]).astype(np.int64)
+            rest_t = np.concatenate([[t[k - 1]], rest_t])
+        self.rec_line = array("q", rest_f.tobytes())
+        self.rec_time = array("d", rest_t.tobytes())
+        return first[:k], t[:k], upto
 
     # -- the file ----------------------------------------------------------------------------
 
