@@ -132,6 +132,7 @@ class DenpexApp(LevelActions, WatchActions, App):
         if options.probe_specs:
             self.probe = RemoteProbeLoop(options.probe_specs, answer_timeout=options.probe_wait)
         self._rank_procs: dict = {}
+        self._fix_cwd: tuple[int, str] | None = None  # the rank's cwd the fix panel was made with
         self._skew_note: str | None = None
         self.started = options.clock() if options.started is None else options.started
         self.timeline = Timeline()
@@ -154,6 +155,7 @@ class DenpexApp(LevelActions, WatchActions, App):
         self.engine_done = False
         self._fix_key: Any = None
         self._fix_finding: Finding | None = None
+        self._fix_origin = "incident"
         self._fix_pinned = False
         self._metrics: dict[Any, tuple] = {}
         self._incident_key: Any = None
@@ -431,6 +433,9 @@ class DenpexApp(LevelActions, WatchActions, App):
         g.show(msg.snapshot, msg.path_trends, msg.proc_trends, ties=getattr(msg, "ties", None),
                others=getattr(msg, "others", None))
         self._rank_procs = rank_processes(msg.snapshot)
+        f = self._fix_finding
+        if f is not None and self._fix_cwd != self._process_cwd(f):  # its rank's cwd came (or changed)
+            self.show_fix(f, self._fix_origin)
         note = skew_note(self.state.incident, getattr(msg.snapshot, "offsets", None))
         if note and note != self._skew_note:
             self._skew_note = note
@@ -452,13 +457,14 @@ class DenpexApp(LevelActions, WatchActions, App):
 
     def show_fix(self, finding: Finding, origin: str) -> None:
         key = (WatchState.finding_key(finding), finding.path, finding.line)
-        self._fix_key, self._fix_finding = key, finding
+        self._fix_key, self._fix_finding, self._fix_origin = key, finding, origin
         metrics, diff = self._metrics.get(key, (None, None))
         self._compute_fix(key, finding, origin, metrics, diff)
 
     @work(group="fix", exclusive=True, exit_on_error=False)
     async def _compute_fix(self, key, finding: Finding, origin: str, metrics, diff) -> None:
-        data = await self.engine.call(explaining.fix_data, finding, self.catalog, self.engine.job, metrics)
+        cwd = self._fix_cwd = self._process_cwd(finding)
+        data = await self.engine.call(explaining.fix_data, finding, self.catalog, self.engine.job, metrics, cwd)
         self.post_message(FixReady(key, finding, data, diff, origin))
         if metrics is None and self.probe is not None and data.signature is not None:
             # a relative path whose job directory is unknown is not measured here (it would be
@@ -467,6 +473,14 @@ class DenpexApp(LevelActions, WatchActions, App):
                 data.values.get("path") or data.values.get("ckpt_dir"))
             self.probe.measure(key, finding.signature, path, data.values.get("pid"),
                                rank=finding.rank, node=finding.node)
+
+    def _process_cwd(self, finding: Finding) -> tuple[int, str] | None:
+        """(pid, cwd) of the finding's rank's process as the probe read it: the job's working
+        directory, which a relative path in that rank's logs is relative to."""
+        p = self._rank_procs.get(finding.rank) if finding.rank is not None else None
+        if p is None or not p.cwd or (finding.node and p.node and finding.node.split(".")[0] != p.node.split(".")[0]):
+            return None
+        return (p.pid, p.cwd)
 
     async def on_fix_ready(self, msg: FixReady) -> None:
         if self._exit or not self.is_running:  # a worker message arriving while the app tears down

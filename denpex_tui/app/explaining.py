@@ -53,5 +53,6 @@ def explain_excerpt(texts: list[str], first_line: int, source: str, rank: int | 
     return Explanation(exp.known, real, panel, exp.others)
 
 
-def fix_data(finding: Finding, catalog: Catalog, job: JobState | None, metrics: dict | None):
-    return fix_panel(finding, catalog, job, metrics)
+def fix_data(finding: Finding, catalog: Catalog, job: JobState | None, metrics: dict | None,
+             process_cwd: tuple[int, str] | None = None):
+    return fix_panel(finding, catalog, job, metrics, process_cwd)

@@ -183,9 +183,12 @@ def fix_panel(
     catalog: Catalog,
     job: JobState | None = None,
     metrics: dict[str, float | None] | None = None,
+    process_cwd: tuple[int, str] | None = None,
 ) -> FixPanel:
+    """``process_cwd``: (pid, cwd) of the finding's rank's process, when a probe read it: the
+    directory a relative path in its logs is relative to."""
     sig = catalog.get(finding.signature) if finding else None
-    values = incident_values(finding, job)
+    values = incident_values(finding, job, process_cwd)
     if sig is None:
         return FixPanel(None, "No known signature.", [], [], [], [], values)
     rows = []

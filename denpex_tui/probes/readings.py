@@ -79,6 +79,7 @@ class ProcessReading:
     rss_bytes: int | None = None
     read_cost_s: float | None = None
     node: str | None = None  # the job's node it was measured on (merged multi-node snapshots)
+    cwd: str | None = None  # its working directory (a relative path in its logs is relative to it)
 
     @property
     def fd_used_pct(self) -> float | None:
@@ -123,6 +124,8 @@ class ProcessReading:
         }
         if self.node is not None:
             d["node"] = self.node
+        if self.cwd is not None:
+            d["cwd"] = self.cwd
         return d
 
 

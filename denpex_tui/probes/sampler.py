@@ -284,7 +284,7 @@ class Prober:
         return list(self._paths.values()) + list(self._auto.values())
 
     def _identity_for_pid(self, pid: int) -> ProcessReading:
-        r = ProcessReading(pid=pid, role="given")
+        r = ProcessReading(pid=pid, role="given", cwd=_cwd(pid))
         cl = _processes.read_cmdline(pid)
         if cl is not None:
             r.cmdline = cl
@@ -320,7 +320,7 @@ class Prober:
                 continue
             self._procs[tp.pid] = ProcessReading(
                 pid=tp.pid, rank=tp.rank, local_rank=tp.local_rank, world_size=tp.world_size,
-                cmdline=list(tp.cmdline), role=tp.role, create_time=tp.create_time,
+                cmdline=list(tp.cmdline), role=tp.role, create_time=tp.create_time, cwd=_cwd(tp.pid),
             )
             self._exited_at.pop(tp.pid, None)
         for pid in list(self._procs):
@@ -390,7 +390,7 @@ class Prober:
                 base=ProcessReading(
                     pid=pid, rank=ident.rank, local_rank=ident.local_rank,
                     world_size=ident.world_size, cmdline=ident.cmdline, role=ident.role,
-                    create_time=ident.create_time,
+                    create_time=ident.create_time, cwd=ident.cwd,
                 ),
             )
             if r.error in ("exited", "pid reused"):
@@ -461,3 +461,11 @@ def _held_on_paths(path_readings: list, procs: list[ProcessReading], watched: li
                     if d.dev == dev:
                         seen[(d.dev, d.ino)] = d.bytes
             pr.deleted_open_bytes = sum(seen.values())
+
+
+def _cwd(pid: int) -> str | None:
+    """A process's working directory (read once, when it is found), None when it cannot be read."""
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None

@@ -133,7 +133,7 @@ def process_from_json(d: dict) -> ProcessReading:
         deleted_open_bytes=_int(d, "deleted_open_bytes"), deleted=deleted,
         shm_open_files=_int(d, "shm_open_files"), shm_open_bytes=_int(d, "shm_open_bytes"),
         open_under_watched=_int_map(d, "open_under_watched"), rss_bytes=_int(d, "rss_bytes"),
-        node=_str(d, "node", 253),
+        node=_str(d, "node", 253), cwd=_str(d, "cwd"),
     )
 
 
