@@ -130,6 +130,17 @@ def test_disk_full_eta_only_when_steady():
     assert texts[0].startswith("/ckpt: disk full in ~") and "inodes exhausted" in texts[1]
 
 
+def test_a_full_disk_has_no_eta_it_is_full_already():
+    # the demo's gauge said "100% FULL 0 B free" and "full in ~1 s" under it
+    tr = TrendTracker()
+    for k in range(8):
+        tr.ingest(snap(k * 5.0, paths=[path(7 * 10 ** 7 - k * 10 ** 7, 6000 - 700 * k)]))
+    pt = tr.path_trend("/ckpt")
+    assert pt.bytes_free_now == 0 and pt.eta_full_seconds is None
+    assert pt.eta_inodes_seconds is not None  # inodes are not out yet: their ETA still holds
+    assert not any("disk full in" in t for t in pt.eta_texts())
+
+
 def test_noisy_free_space_gives_no_eta():
     rnd = random.Random(3)
     tr = TrendTracker()

@@ -205,9 +205,9 @@ class Gauges(Static):
         extra = []
         tr = self.path_trends.get((pr.node, pr.path) if pr.node else pr.path)
         if tr is not None:
-            if tr.eta_full_seconds is not None:
+            if tr.eta_full_seconds is not None and pr.bytes_free != 0:  # a full disk is not "full in ~1 s"
                 extra.append(f"full in ~{fmt_duration(tr.eta_full_seconds)}")
-            if tr.eta_inodes_seconds is not None:
+            if tr.eta_inodes_seconds is not None and pr.inodes_free != 0:
                 extra.append(f"inodes out in ~{fmt_duration(tr.eta_inodes_seconds)}")
         if pr.deleted_open_bytes:
             extra.append(f"deleted-open {human_bytes(pr.deleted_open_bytes)}")
