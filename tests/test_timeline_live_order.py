@@ -83,3 +83,25 @@ async def _follow_demo(tmp_path) -> list[tuple[str, str]]:
     finally:
         stop.set()
         writer.join(10)
+
+
+def test_a_partial_line_is_not_held_for_ever(tmp_path):
+    # a read that ends inside a line indexes nothing: nothing may wait for the settle window
+    # (the worker would never be idle again, and a recreated file's lines never settled)
+    from denpex_tui.app.timeline import SETTLE_S, Timeline
+
+    log = tmp_path / "rank0.log"
+    log.write_text("2026-11-29 18:43:02,007 INFO [rank0/8] train: Starting on host gpu-node-01\n")
+    tl = Timeline()
+    tl.add_paths([str(log)])
+    tl.build()
+    assert tl.rows == 1
+    with open(log, "a") as fh:
+        fh.write("2026-11-29 18:43:02,027 INFO [rank0/8] train: Initialized process gr")
+    tl.refresh([str(log)], now=100.0)
+    assert not tl.holding and tl.due() is None
+    with open(log, "a") as fh:
+        fh.write("oup: backend=nccl world_size=8 timeout=600.0s\n")
+    assert tl.refresh([str(log)], now=101.0) == 0 and tl.holding  # a whole line: held ...
+    assert tl.due() == 101.0 + SETTLE_S
+    assert tl.settle(101.0 + SETTLE_S) == 1 and not tl.holding  # ... for its window, then merged

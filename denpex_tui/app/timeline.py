@@ -264,7 +264,8 @@ class Timeline:
     # -- following: the settle window --------------------------------------------------------
 
     def _arrived(self, sid: int, now: float) -> None:
-        self._held.setdefault(sid, []).append((self.sources[sid].index.lines, now))
+        if len(self.sources[sid].index.rec_line):  # new whole lines, not only a partial one
+            self._held.setdefault(sid, []).append((self.sources[sid].index.lines, now))
 
     @property
     def holding(self) -> bool:
@@ -284,6 +285,8 @@ class Timeline:
         with self.lock:
             now = time.monotonic() if now is None else now
             pending = {sid: self._pending_times(sid) for sid in self._held}
+            for sid in [s for s, (first, _t) in pending.items() if not len(first)]:
+                del self._held[sid], pending[sid]  # nothing left to merge (merged with a neighbour's)
             mark = None  # the latest time among the ripe lines
             for sid, marks in self._held.items():
                 ripe = [m for m in marks if all_ or now - m[1] >= SETTLE_S]
