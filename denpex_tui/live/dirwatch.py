@@ -19,7 +19,7 @@ from typing import Any
 from denpex_tui.core.lines.reader import link_outside, special_target
 
 from . import sources as _s
-from .sources import RETRY_S, PollResult, SourceEvent, kind_of
+from .sources import RETRY_S, PollResult, Scheduled, SourceEvent, kind_of
 
 __all__ = ["DirWatch", "SourceSpec", "classify_name", "expand_spec"]
 
@@ -113,7 +113,7 @@ def expand_spec(text: str) -> SourceSpec:
     return SourceSpec(text, "path", text)
 
 
-class DirWatch:
+class DirWatch(Scheduled):
     """One directory of a ``dir`` or ``glob`` source.
 
     ``poll`` stats the directory (one metadata call) and lists it only when its mtime
@@ -144,15 +144,6 @@ class DirWatch:
         self.source_id = "dir:" + os.path.abspath(path)
         self.refused: set[str] = set()  # links to special files, reported once
         self.root_real: str | None = None
-        # scheduling state, owned by the Tailer
-        self.lane: Any = None
-        self.interval = 0.0
-        self.next_due = 0.0
-        self.seq = 0
-        self.inflight = False
-        self.queued = False
-        self.hung_reported = False
-        self.force_name_check = False
 
     in_history = False
 

@@ -40,6 +40,7 @@ from .sources import (
     RETRY_S,
     NotRegularFile,
     PollResult,
+    Scheduled,
     SourceEvent,
     kind_of,
 )
@@ -53,7 +54,7 @@ def _recent(mtime_ns: int) -> bool:
     return abs(time.time() - mtime_ns / 1e9) < MTIME_SLACK_S
 
 
-class FileFollower(NameChecks):
+class FileFollower(NameChecks, Scheduled):
     """Follow one path: an open fd polled with ``fstat``, the name checked with ``stat``.
 
     ``poll(now, budget)`` does one round of I/O and returns a ``PollResult``; it is
@@ -121,14 +122,6 @@ class FileFollower(NameChecks):
         self.odd_name = False  # the name points to a FIFO, device... instead of a file
         self.link_outside = link_outside  # a link out of the followed tree: its target
         self.sniffed = False  # told text from binary (from the first bytes)
-        # scheduling state, owned by the Tailer
-        self.lane: Any = None
-        self.interval = 0.0
-        self.next_due = 0.0
-        self.seq = 0
-        self.inflight = False
-        self.queued = False
-        self.hung_reported = False
 
     # -- helpers -----------------------------------------------------------
     @property

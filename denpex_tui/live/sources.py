@@ -36,6 +36,7 @@ __all__ = [
     "SourceEvent",
     "PollResult",
     "NotRegularFile",
+    "Scheduled",
     "MAX_LINE",
     "READ_CHUNK",
 ]
@@ -120,6 +121,20 @@ class SourceEvent:
 
 class NotRegularFile(OSError):
     pass
+
+
+class Scheduled:
+    """The Tailer's scheduling state of one followed thing (a file or a directory): owned by the
+    Tailer (live/scheduler.py), the defaults here until it sets them."""
+
+    lane: Any = None  # the lane (local, network, hung) it is polled in
+    interval = 0.0  # seconds between its polls now
+    next_due = 0.0  # when (monotonic) it is polled next
+    seq = 0  # its place in the due heap (a newer entry supersedes older ones)
+    inflight = False  # a poll of it runs in a worker thread
+    queued = False  # it waits in its lane's queue
+    hung_reported = False  # a poll that did not return was reported once
+    force_name_check = False  # check its name at the next poll (a directory event said so)
 
 
 @dataclass(slots=True)
