@@ -26,7 +26,8 @@ from .detect import signal_name
 from .frtriage import apply_dump_evidence
 from .model import FailureEntry, Finding, Incident, LastLine, iso
 from .ranks import rank_entry as _entry
-from .ranks import rank_ranges
+from .ranks import one_per_rank as _one_per_rank
+from .ranks import rank_ranges as _ranges
 from .timedout import reported_timeout as _reported_timeout
 from .timedout import timed_out_together
 from .timedout import timeout_report as _timeout_report
@@ -251,19 +252,6 @@ def external_stop_incident(attempt, errs, all_fs, ranks_seen, fentries, when, ev
     collateral.sort(key=lambda f: (f.rank if f.rank is not None else 1 << 30))
     return Incident(attempt, init, collateral, [], None, "medium", evidence,
                     "stopped from outside: the launcher received a termination signal", hypotheses=hypotheses)
-
-
-def _one_per_rank(fs: list[Finding]) -> list[Finding]:
-    seen, out = set(), []
-    for f in fs:
-        if f.rank not in seen:
-            seen.add(f.rank)
-            out.append(f)
-    return out
-
-
-def _ranges(rs) -> str:
-    return rank_ranges(rs)
 
 
 @dataclass

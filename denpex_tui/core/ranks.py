@@ -6,7 +6,7 @@ import dataclasses
 
 from .model import Finding
 
-__all__ = ["rank_ranges", "rank_entry"]
+__all__ = ["rank_ranges", "rank_entry", "one_per_rank"]
 
 
 def rank_ranges(ranks) -> str:
@@ -31,3 +31,13 @@ def rank_entry(first: Finding, lst: list[Finding]) -> Finding:
     entry = dataclasses.replace(first)
     entry.count = sum(f.count for f in lst)
     return entry
+
+
+def one_per_rank(fs: list[Finding]) -> list[Finding]:
+    """The first finding of each rank, in order."""
+    seen, out = set(), []
+    for f in fs:
+        if f.rank not in seen:
+            seen.add(f.rank)
+            out.append(f)
+    return out

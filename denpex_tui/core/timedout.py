@@ -21,6 +21,7 @@ import re
 
 from .catalog import Catalog
 from .model import Finding, Incident, LastLine
+from .ranks import one_per_rank as _one_per_rank
 from .ranks import rank_entry as _entry
 from .rankroles import named
 from .words import plural, tally
@@ -33,15 +34,6 @@ _TIMEOUT_KIND = re.compile(r"timeout|stuck|heartbeat|stalled|section|hang|dump-s
 
 def _ts(t) -> float | None:
     return t.timestamp() if t is not None else None
-
-
-def _one_per_rank(fs: list[Finding]) -> list[Finding]:
-    seen, out = set(), []
-    for f in fs:
-        if f.rank not in seen:
-            seen.add(f.rank)
-            out.append(f)
-    return out
 
 
 def timeout_report(fs: list[Finding]) -> Finding | None:
