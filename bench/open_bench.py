@@ -17,6 +17,7 @@ tmpfs near the end (``bench/longjob/make.sh``; needs root for the mount and a ve
 
 Every figure is a ratio against a reference measured in the same run. It reports; it asserts
 nothing. Usage: python bench/open_bench.py [--dir /var/tmp/denpex-open] [--steps 13000] [--runs 3]
+[--watch-only] [--synthetic-gb 1]
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=13000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--synthetic-gb", type=float, default=0)
+    ap.add_argument("--watch-only", action="store_true", help="lnav and watch only (no scan, no ripgrep)")
     a = ap.parse_args()
     for tool in ("lnav", "rg"):
         if not shutil.which(tool):
@@ -150,6 +152,8 @@ def main() -> None:
         rows["w_merged"].append(m.get("merged", float("nan")))
         rows["w_rss"].append(m.get("peak_rss_mb", float("nan")))
         headline = m.get("headline", m.get("error"))
+        if a.watch_only:
+            continue
         t, rss, _o = _time([*py, "scan", "--no-measure", str(job)], cwd=ROOT)
         rows["scan_dir"].append(t)
         rows["scan_rss"].append(rss)

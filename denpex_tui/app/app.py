@@ -123,6 +123,8 @@ class DenpexApp(LevelActions, WatchActions, App):
                                        keep_lines=options.keep_lines, index=True,
                                        tailer_options=TailOptions(max_meta_per_s=options.max_stat_rate,
                                                                           max_files=options.max_files))
+        if hasattr(self.engine, "start_history"):  # the history is read while the UI starts up
+            self.engine.start_history()
         self.state = WatchState()
         self.state.root = options.root
         self.probe = ProbeLoop(pids=options.pids, paths=options.probe_paths, discover=options.discover,

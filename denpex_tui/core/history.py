@@ -6,7 +6,8 @@ For each source, one pass gives its processor (findings, last lines, open report
 take the live lines that follow) and, for the view, its line index (:mod:`.lines.index`).
 
 * **Order.** Largest work first, so the pool stays busy to the end; a text file bigger than
-  ``2 x RANGE_BYTES`` is cut at line starts into ranges read in parallel and joined
+  ``2 x RANGE_BYTES``, or than its worker's share of the job, is cut at line starts into ranges
+  read in parallel and joined
   (:mod:`.ranges`): one big file is no slower per byte than the same bytes as a folder.
 * **Parallel** (``jobs`` processes, forked with the compiled matcher) when the history is at
   least :data:`PARALLEL_MIN_BYTES`; otherwise in the calling thread.
@@ -38,6 +39,7 @@ __all__ = ["SourceHistory", "ReadProgress", "read_history", "PARALLEL_MIN_BYTES"
 
 PARALLEL_MIN_BYTES = 48 << 20
 RANGE_BYTES = 48 << 20
+MIN_RANGE_BYTES = 8 << 20  # a file above its share of the work is cut into ranges at least this big
 IO_TIMEOUT_S = 60.0
 ERROR_JSON_MAX = 4 << 20
 
@@ -168,8 +170,12 @@ def _error_json(p: SourceProcessor, idx: FileIndex | None, box: dict) -> None:
 
 def _plan(sources: list[SourceInfo], jobs: int) -> list[_Task]:
     tasks: list[_Task] = []
+    # a file bigger than its worker's fair share is cut too (a 96 MB console beside four 22 MB
+    # rank logs kept one worker busy twice as long as the other)
+    share = sum(s.size for s in sources) / max(jobs, 1)
     for s in sources:
-        if jobs > 1 and s.kind != "error-json" and s.size >= 2 * RANGE_BYTES and not _sparse(s.path):
+        big = s.size >= 2 * RANGE_BYTES or (s.size > share and s.size >= 2 * MIN_RANGE_BYTES)
+        if jobs > 1 and s.kind != "error-json" and big and not _sparse(s.path):
             try:
                 kind = text_kind(s.path)
             except SourceError:

@@ -10,7 +10,8 @@ is read; the follower then starts where the history stopped (``Tailer.start_at``
 from __future__ import annotations
 
 import os
-from typing import Callable
+import threading
+from typing import Any, Callable
 
 from denpex_tui.core.clock import since_start
 from denpex_tui.core.history import IO_TIMEOUT_S, ReadProgress, SourceHistory, read_history
@@ -70,6 +71,51 @@ class Backlog:
         self.progress = ReadProgress()
         self.histories: dict[str, SourceHistory] = {}
         self.warnings: list[str] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._early: list[SourceHistory] = []  # read before anyone attached
+        self._sink: tuple[Callable[[SourceHistory], None], Callable[[Any], None]] | None = None
+        self._end: tuple[BaseException | None] | None = None
+
+    def start(self) -> None:
+        """Begin the pass now, in its own daemon thread (quitting never waits for it): the app
+        calls this before its first frame, so the reading overlaps the UI's start-up. What is
+        read before :meth:`attach` waits for it, in order."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._in_thread, name="denpex-history", daemon=True)
+        self._thread.start()
+
+    def attach(self, adopt: Callable[[SourceHistory], None], done: Callable[[BaseException | None], None]) -> None:
+        """``adopt`` gets every source read (those read already first, in order); ``done`` the
+        end of the pass (None, or what it raised). Starts the pass if it has not started."""
+        self.start()
+        with self._lock:  # adopt only hands work on: cheap to call under the lock
+            for h in self._early:
+                adopt(h)
+            self._early = []
+            self._sink = (adopt, done)
+            if self._end is not None:
+                done(self._end[0])
+
+    def _in_thread(self) -> None:
+        end: BaseException | None = None
+        try:
+            self.run(self._got)
+        except BaseException as exc:  # handed to whoever attached
+            end = exc
+        with self._lock:
+            self._end = (end,)
+            if self._sink is not None:
+                self._sink[1](end)
+
+    def _got(self, h: SourceHistory) -> None:
+        with self._lock:
+            if self._sink is None:
+                self._early.append(h)
+            else:
+                self._sink[0](h)
 
     def run(self, adopt: Callable[[SourceHistory], None]) -> None:
         """The whole pass (blocking: run it in a thread)."""

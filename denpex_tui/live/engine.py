@@ -123,6 +123,12 @@ class Engine(JobFeed):
         self.dumps = DumpWatch(paths, evidence)
         self.tailer = Tailer(log_paths, execs or [], options=opts, proctable=self.proctable)
 
+    def start_history(self) -> None:
+        """Begin reading the history now, before ``run()`` (the app calls it as it is built, so
+        the pass overlaps its start-up); ``run()`` then takes what was read, in order."""
+        if self.backlog is not None and not self.history_done:
+            self.backlog.start()
+
     # -- the loop -------------------------------------------------------------------------
 
     async def _history(self, loop) -> AsyncIterator[Any]:
@@ -149,14 +155,13 @@ class Engine(JobFeed):
 
         task: asyncio.Future = loop.create_future()
 
-        def run() -> None:  # a daemon thread: quitting never waits for the pass
-            try:
-                bl.run(adopt)
+        def done(exc: BaseException | None) -> None:  # the pass ended (in its thread, or here)
+            if exc is None:
                 post(lambda: task.done() or task.set_result(None))
-            except BaseException as exc:  # handed to the loop
+            else:  # handed to the loop
                 post(lambda e=exc: task.done() or task.set_exception(e))
 
-        threading.Thread(target=run, name="denpex-history", daemon=True).start()
+        bl.attach(adopt, done)  # the pass may have begun already (start_history)
         last = -1.0
         while True:
             try:

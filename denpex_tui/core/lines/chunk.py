@@ -71,7 +71,65 @@ _HEAD = re.compile(
 # A rank the text names (read when the labels give none), and a launcher's own line: the door
 # reads these from more of the line than its label.
 _TEXT_RANK = re.compile(TEXT_RANK.pattern.encode())  # the door's own rule, on bytes
-_LAUNCHER = re.compile(b"|".join(re.escape(w.encode()) for w in LAUNCHER_LINES))
+_LAUNCHER_WORDS = tuple(w.encode() for w in LAUNCHER_LINES)
+_MARK_MAX = 21  # the longest in-text tag: '[rank1234567/1234567]'
+
+
+def _codes(items: list[bytes]) -> tuple[np.ndarray, list[bytes]]:
+    """Each item's code (its distinct value's number, in order of first sight), at C speed."""
+    first = dict.fromkeys(items)
+    for i, k in enumerate(first):
+        first[k] = i
+    return np.fromiter(map(first.__getitem__, items), dtype=np.int64, count=len(items)), list(first)
+
+
+def _text_marks(data: bytes) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+    """Where in ``data`` an in-text rank tag (the door's ``TEXT_RANK``) starts, and its code
+    (1 + its index in the list of distinct tags), as ``_TEXT_RANK.finditer`` finds them: every
+    '[' followed by 'r'/'R' is a candidate, cut after its first ']' (a tag has one, at its end,
+    and no '[' inside, so tags never overlap); the regular expression is asked once per
+    distinct cut, not once per line."""
+    a = np.frombuffer(data, dtype=np.uint8)
+    nxt = a[1:]
+    cand = np.flatnonzero((a[:-1] == 91) & ((nxt == 114) | (nxt == 82)))
+    none = (np.empty(0, np.int64), np.empty(0, np.int64), [])
+    if not len(cand):
+        return none
+    k = np.arange(_MARK_MAX, dtype=np.int64)
+    at = np.minimum(cand[:, None] + k, len(a) - 1)
+    win = a[at]
+    win[cand[:, None] + k >= len(a)] = 0
+    close = win == 93
+    has = close.any(axis=1)
+    cand, win, close = cand[has], win[has], close[has]
+    if not len(cand):
+        return none
+    end = close.argmax(axis=1)
+    win[k[None, :] > end[:, None]] = 0  # what follows the ']' is no part of the tag
+    keys = np.ascontiguousarray(win).view(f"V{_MARK_MAX}").ravel()
+    uniq, inv = np.unique(keys, return_inverse=True)
+    code_of = np.zeros(len(uniq), dtype=np.int64)
+    seen: dict[bytes, int] = {}
+    for j, u in enumerate(uniq.tolist()):
+        m = _TEXT_RANK.match(bytes(u).rstrip(b"\0"))
+        if m is not None:
+            code_of[j] = seen.setdefault(m.group(0), len(seen) + 1)
+    tags = list(seen)
+    codes = code_of[inv.ravel()]
+    ok = codes > 0
+    return cand[ok], codes[ok], tags
+
+
+def _launcher_at(data: bytes) -> list[int]:
+    """Where a launcher's own words are in ``data`` (``bytes.find`` per word: a line holds one
+    if and only if the alternation of the words would find one in it)."""
+    out: list[int] = []
+    for w in _LAUNCHER_WORDS:
+        i = data.find(w)
+        while i >= 0:
+            out.append(i)
+            i = data.find(w, i + len(w))
+    return out
 
 
 def text_ranks(data: bytes) -> set[int]:
@@ -96,16 +154,12 @@ def console_tags(data: bytes, starts: np.ndarray, src=None) -> np.ndarray:
     heads = _HEAD.findall(b"\n" + data)
     if len(heads) > n:  # the empty match after the final newline
         heads = heads[:n]
-    hcode: dict[bytes, int] = {}
-    hc = np.array([hcode.setdefault(h, len(hcode)) for h in heads], dtype=np.int64)
+    hc, hcode = _codes(heads)
     hlen = np.array([len(h) for h in hcode], dtype=np.int64)[hc]
     # the first rank a line's text names (within the part of the line the door looks at)
-    found = [(m.start(), m.group(0)) for m in _TEXT_RANK.finditer(data)]
+    pos, codes, mcode = _text_marks(data)
     mc = np.zeros(n, dtype=np.int64)  # 0: none
-    mcode: dict[bytes, int] = {}
-    if found:
-        pos = np.array([f[0] for f in found], dtype=np.int64)
-        codes = np.array([mcode.setdefault(f[1], len(mcode) + 1) for f in found], dtype=np.int64)
+    if len(pos):
         li = np.searchsorted(starts, pos, side="right") - 1
         near = pos - starts[li] < 200 + hlen[li]
         li, codes = li[near], codes[near]
@@ -124,7 +178,7 @@ def console_tags(data: bytes, starts: np.ndarray, src=None) -> np.ndarray:
         line = h if w else h + b"x"  # what follows a label matters only as "something"
         vals[j] = tag_of(*line_facts(line + b" " + mk if mk else line).ranks(src))
     tags[:] = vals[inv]
-    special = [m.start() for m in _LAUNCHER.finditer(data)]
+    special = _launcher_at(data)
     if special:
         lines = np.unique(np.searchsorted(starts, np.array(special, dtype=np.int64), side="right") - 1)
         _door_tags(data, starts, lines.tolist(), tags, src)
