@@ -55,7 +55,8 @@ DRIVER = textwrap.dedent("""
             while time.monotonic() < end:
                 await pilot.pause(0.05)
                 st = app.state
-                if st.history_complete and st.incident is not None and "final_diagnosis" not in marks:
+                if st.history_complete and st.incident is not None and not st.incident.provisional \
+                        and "final_diagnosis" not in marks:
                     marks["final_diagnosis"] = time.time() - T0
                     marks["headline"] = st.diagnosis(time.time())[1]
                 if app.timeline.built and app.timeline_worker.idle and "merged" not in marks:
@@ -92,12 +93,20 @@ def _med(xs):
 
 
 def make_job(d: Path, steps: int) -> Path:
-    job = d / "job"
-    if (job / "console.log").is_file():
-        return job
-    d.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["bash", str(ROOT / "bench" / "longjob" / "make.sh"), str(job), str(steps)], check=True)
-    return job
+    """The job's logs (console, torchrun's per-rank files, error.json), hard-linked into their own
+    folder: the run's folder also holds its checkpoints, and lnav refuses a folder with an empty
+    directory in it ("unable to open checkpoints/rank2/*"), which made its figure an error run."""
+    job, view = d / "job", d / "logs-only"
+    if not (job / "console.log").is_file():
+        d.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["bash", str(ROOT / "bench" / "longjob" / "make.sh"), str(job), str(steps)], check=True)
+    if not (view / "console.log").is_file():
+        for p in job.rglob("*"):
+            if p.is_file() and p.suffix in (".log", ".json"):
+                q = view / p.relative_to(job)
+                q.parent.mkdir(parents=True, exist_ok=True)
+                os.link(p, q)
+    return view
 
 
 def watch_marks(job: Path) -> dict:
@@ -143,7 +152,9 @@ def main() -> None:
                                               "scan_dir", "scan_rss", "scan_one", "scan_start", "rg_dir", "rg_one")}
     headline = None
     for _ in range(a.runs):
-        t, rss, _o = _time(["lnav", "-n", "-r", "-c", ";SELECT count(*) FROM all_logs", str(job)])
+        t, rss, o = _time(["lnav", "-n", "-r", "-c", ";SELECT count(*) FROM all_logs", str(job)])
+        if not any(w.isdigit() and int(w) > 0 for w in o.split()):  # an error run is no reference
+            sys.exit(f"lnav did not index {job}: {o.strip()[:300]!r}")
         rows["lnav"].append(t)
         rows["lnav_rss"].append(rss)
         m = watch_marks(job)
