@@ -17,6 +17,18 @@ def _story(case):
     return r, job_story(r.incidents, r.job.failure_entries(), len(r.job.ranks_by_attempt()))
 
 
+def test_same_cause_ranks_are_not_told_as_a_first_failure():
+    # /dev/shm full: both ranks fail within the same second; which was first is not decidable
+    r, st = _story("shm_enospc_dataloader")
+    assert st.root.same_cause and st.root.same_cause[0].rank == 1
+    note = st.launcher_note
+    assert note.startswith("torchrun's Root Cause names rank 1;")
+    assert "first failure" not in note, note
+    assert "same cause" in note and "cannot be decided" in note, note
+    ev = " ".join(st.root.evidence)
+    assert "its own log shows the first initiating failure" not in ev, ev
+
+
 def test_an_untimed_traceback_is_not_given_an_exact_time():
     # rank 3's traceback (stderr, no timestamps) follows its 17:43:57.953 line in console.log, but
     # its save of step 90 began at 17:43:58.206: the error is only known to be after .953

@@ -66,6 +66,14 @@ def _launcher_note(root: Incident, entries: list[FailureEntry]) -> str | None:
     if not named:
         return None
     r = named[0]
+    same = {s.rank for s in root.same_cause}
+    if set(named) <= same:
+        # a node-level cause: the launcher's rank failed of the same cause, and is not a victim
+        undecided = any("cannot be decided" in e for e in root.evidence)
+        order = ("at about the same time; which rank was first cannot be decided from these logs" if undecided
+                 else f"later by its timestamp (rank {init.rank} was first)")
+        return (f"torchrun's Root Cause names {ranks(named)}; Denpex says rank {init.rank}, but "
+                f"{ranks(named)} failed of the same cause {order}")
     theirs = next((c for c in root.collateral if c.rank == r), None)
     mine = _when(init)
     silent = "stall" in init.signature or "hang" in init.signature
