@@ -397,12 +397,12 @@ class TrendTracker:
         ipts = [(t, i) for t, _b, i in samples if i is not None]
         tr.inodes_fit = self._time_fit(ipts) if ipts else None
         bf = tr.bytes_fit
-        if bf is not None and bf.steady and bf.slope < 0 and last[1] is not None:
+        if bf is not None and bf.steady and bf.slope < 0 and last[1]:  # 0 free: full now, not 'in ~1 s'
             eta = last[1] / -bf.slope
             if eta <= self.max_eta_s:
                 tr.eta_full_seconds = eta
         inf = tr.inodes_fit
-        if inf is not None and inf.steady and inf.slope < 0 and last[2] is not None:
+        if inf is not None and inf.steady and inf.slope < 0 and last[2]:
             eta = last[2] / -inf.slope
             if eta <= self.max_eta_s:
                 tr.eta_inodes_seconds = eta
