@@ -141,6 +141,18 @@ def test_a_full_disk_has_no_eta_it_is_full_already():
     assert not any("disk full in" in t for t in pt.eta_texts())
 
 
+def test_a_full_disk_is_not_full_in_1_s():
+    # the demo's checkpoint disk: steadily filled, then at 0 B free; the gauge said
+    # '100% FULL 0 B free' and beneath it 'full in ~1 s' (an ETA of 0 s, shown as at least 1 s)
+    tr = TrendTracker()
+    for k in range(8):
+        tr.ingest(snap(k * 5.0, paths=[path(max(0, 7 * 10 ** 7 - k * 10 ** 7), max(0, 7 - k))]))
+    pt = tr.path_trend("/ckpt")
+    assert pt.bytes_free_now == 0 and pt.inodes_free_now == 0
+    assert pt.eta_full_seconds is None and pt.eta_inodes_seconds is None
+    assert not any("full in" in x or "exhausted in" in x for x in pt.eta_texts()), pt.eta_texts()
+
+
 def test_noisy_free_space_gives_no_eta():
     rnd = random.Random(3)
     tr = TrendTracker()

@@ -53,3 +53,15 @@ def test_every_rank_timed_out_no_victim_is_called_stalled():
 def test_a_stall_outside_a_save_gets_no_save_phase():
     inc = _root(RUNS / "hf_trainer_stalled_rank")  # rank 1 blocks on a FIFO, not in a save
     assert inc.initiating.rank == 1 and inc.initiating.phase != "checkpoint-save"
+
+
+def test_a_save_the_stalled_rank_finished_is_not_where_it_stalled():
+    # corpus stalled_rank_hang: rank 3's last line is 'Saved checkpoint shard for step 80 ... in
+    # 0.00s' (its save finished); it blocks later, at step 88, in a read (truth.json). The headline
+    # said 'stalled in a checkpoint save' and the evidence 'rank 3 was inside a checkpoint save'.
+    inc = _root(Path(__file__).parent / "fixtures" / "corpus" / "stalled_rank_hang")
+    assert inc.initiating.rank == 3 and inc.initiating.signature == "dist.rank-stalled"
+    assert "Saved checkpoint shard for step 80" in inc.initiating.text
+    assert inc.initiating.phase != "checkpoint-save"
+    assert "stalled in a checkpoint save" not in inc.summary, inc.summary
+    assert not any("was inside a checkpoint save" in e for e in inc.evidence), inc.evidence

@@ -288,7 +288,7 @@ class DenpexApp(LevelActions, WatchActions, App):
             elif isinstance(ev, IncidentEvent):
                 incidents = ev.incidents
             elif isinstance(ev, HistoryProgress):
-                st.reading(ev.read, ev.total)
+                st.reading(ev.read, ev.total, ev.sources)
             elif isinstance(ev, HistoryDone):
                 st.read_all(ev.read, ev.total)
                 self.timeline_worker.history(ev.indexes, ev.infos)

@@ -151,6 +151,7 @@ class WatchState:
         self.version = 0  # bumped on every change the screen must show
         self.history: tuple[int, int] | None = None  # (bytes read, total) while the history is read
         self.history_complete = False
+        self.history_sources: int | None = None  # files found so far (0: still finding them)
 
     # -- events -----------------------------------------------------------------------------
 
@@ -259,8 +260,9 @@ class WatchState:
                 row.last_seen = t
         self.version += 1
 
-    def reading(self, read: int, total: int) -> None:
+    def reading(self, read: int, total: int, sources: int | None = None) -> None:
         self.history = (read, total)
+        self.history_sources = sources
         self.version += 1
 
     def read_all(self, read: int, total: int) -> None:
@@ -277,6 +279,9 @@ class WatchState:
         if not self.reading_history:
             return ""
         read, total = self.history
+        if not total and self.history_sources == 0:
+            # the files are still being found (2,000 rank folders): nothing is read yet, not 100 %
+            return "finding the log files"
         pct = int(100 * read / total) if total else 100
         return f"reading history {pct} % · {_mb(read)} of {_mb(total)}"
 

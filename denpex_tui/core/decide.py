@@ -343,7 +343,7 @@ def _initiating_incident(a: Attempt, reps, demoted: list[Finding]) -> Incident:
             a.evidence.append(f"{_ranks(rs)}: {sig} (collateral)")
     for d in demoted[:3]:
         a.evidence.append(f"rank {d.rank}'s {d.exc_type or d.signature} is collateral: {a.roles[id(d)][1]}")
-    _launcher_evidence(init, a.fentries, a.evidence, a.hypotheses)
+    _launcher_evidence(init, a.fentries, a.evidence, a.hypotheses, {s.rank for s in same})
     collateral = collateral + step7_terminated(a, init, {rkey(c) for c in collateral} | exclude)
     quiet = silent_collateral(a, init, {rkey(c) for c in collateral} | exclude)
     if quiet:
@@ -358,10 +358,15 @@ def _initiating_incident(a: Attempt, reps, demoted: list[Finding]) -> Incident:
                     hypotheses=a.hypotheses[:MAX_HYPOTHESES])
 
 
-def _launcher_evidence(init: Finding, fentries, evidence: list[str], hypotheses: list[dict]) -> None:
+def _launcher_evidence(init: Finding, fentries, evidence: list[str], hypotheses: list[dict],
+                       same: set | frozenset = frozenset()) -> None:
     root = [fe for fe in fentries if fe.root_cause]
     named = sorted({fe.rank for fe in root if fe.rank != init.rank})
-    if named:
+    if named and set(named) <= same:
+        # the launcher's rank failed of the same (node-level) cause: not a victim, not a rival
+        evidence.append(f"torchrun's Root Cause names {_ranks(named)}, which failed of the same cause as "
+                        f"rank {init.rank} (see above)")
+    elif named:
         evidence.append(
             f"torchrun's Root Cause names {_ranks(named)}; Denpex says "
             f"rank {init.rank} because its own log shows the first initiating failure (launcher summaries are not "

@@ -119,6 +119,7 @@ def _run(task: _Task, matcher: Matcher, index: bool | str, partial_tail: bool, b
     try:
         if info.kind == "error-json":
             _error_json(p, idx, box)
+            out.stop = box.get("stop", task.start)  # read whole: the follower starts after it
         else:
             last = task.part == task.parts - 1
             stop = box.get("should_stop")

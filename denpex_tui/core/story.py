@@ -49,6 +49,15 @@ def _when(f: Finding | None) -> str | None:
     return t.strftime("%H:%M:%S.%f")[:-3] if t.microsecond else t.strftime("%H:%M:%S")
 
 
+def _at(f: Finding) -> str:
+    """' at HH:MM:SS' of a finding, or, when its time is only its rank's previous timed line (an
+    untimestamped traceback), ', logged after HH:MM:SS': an exact time there would not be true."""
+    w = _when(f)
+    if not w:
+        return ""
+    return f", logged after {w} (its traceback has no time of its own)" if f.time_approx else f" at {w}"
+
+
 def _launcher_note(root: Incident, entries: list[FailureEntry]) -> str | None:
     init = root.initiating
     if init is None or init.rank is None:
@@ -57,6 +66,14 @@ def _launcher_note(root: Incident, entries: list[FailureEntry]) -> str | None:
     if not named:
         return None
     r = named[0]
+    same = {s.rank for s in root.same_cause}
+    if set(named) <= same:
+        # a node-level cause: the launcher's rank failed of the same cause, and is not a victim
+        undecided = any("cannot be decided" in e for e in root.evidence)
+        order = ("at about the same time; which rank was first cannot be decided from these logs" if undecided
+                 else f"later by its timestamp (rank {init.rank} was first)")
+        return (f"torchrun's Root Cause names {ranks(named)}; Denpex says rank {init.rank}, but "
+                f"{ranks(named)} failed of the same cause {order}")
     theirs = next((c for c in root.collateral if c.rank == r), None)
     mine = _when(init)
     silent = "stall" in init.signature or "hang" in init.signature
@@ -76,10 +93,11 @@ def _launcher_note(root: Incident, entries: list[FailureEntry]) -> str | None:
                     f"{_when(theirs)} on {theirs.node or 'its node'}, rank {init.rank} at {mine} on "
                     f"{init.node or 'its node'}; see the clock note)")
         else:
-            at = (f" (its last line at {mine})" if silent else f" at {mine}") if mine else ""
+            at = (f" (its last line at {mine})" if silent else _at(init)) if mine else ""
             why += (f", at {_when(theirs)})" if _when(theirs) else ")") + f" was a consequence: it came after {event}{at}"
     elif mine:
-        why = f"rank {init.rank}'s own log shows the first failure, at {mine}"
+        at = _at(init)
+        why = f"rank {init.rank}'s own log shows the first failure{',' + at if at.startswith(' at') else at}"
     else:
         why = f"rank {init.rank}'s own log shows the failure; the launcher names the first process it saw exit"
     return f"torchrun's Root Cause names {ranks(named)}; Denpex says rank {init.rank} because {why}"

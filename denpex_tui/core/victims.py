@@ -37,6 +37,10 @@ AFTER = 5.0  # ... or this long after (the two clocks' lines are not the same in
 _SAVE_SIGS = frozenset({"ckpt.save-start", "hf.trainer-checkpoint-save", "deepspeed.checkpoint-save-start",
                         "megatron.checkpoint-save-start", "lightning.checkpoint-save", "hf.accelerate-save-state"})
 _SAVE_TEXT = re.compile(r"\b[Ss]aving (?:the |a )?(?:\w+ ){0,2}checkpoint\b|is about to be saved|saving checkpoint at iteration")
+# a line that says a save is done ("Saved checkpoint shard for step 80", "Checkpoint global_step100
+# saved"): a rank whose last line is one had left its save when it went silent
+_SAVE_DONE = re.compile(r"\b(?:saved|wrote|written|finished)\b.{0,80}\bcheckpoint|\bcheckpoint\b.{0,120}"
+                        r"\b(?:saved|written|completed?)\b", re.I)
 _RAN_FOR = re.compile(r"ran for (\d{1,12}) milliseconds|Timed out waiting (\d{1,12}) ?ms|wait timeout after (\d{1,12}) ?ms"
                       r"|timed out after (\d{1,12}) ?ms")
 _VICTIM_NOTE = ("they waited in a collective for it and timed out: victims. NCCL's watchdog takes such a waiting "
@@ -81,7 +85,9 @@ def slow_cause(a, inc: Incident) -> Incident:
         own = [(t, m) for t, m in saves if m.rank == init.rank]
         mark = a.marks.get(init.rank)
         last = next((x.text for x in (init, mark) if x is not None and _SAVE_TEXT.search(x.text or "")), None)
-        if own or last:
+        t = init.text or ""
+        left = bool(_SAVE_DONE.search(t)) and not _SAVE_TEXT.search(t)  # its last line: the save done
+        if (own or last) and not left:
             init.phase = "checkpoint-save"
             if own:
                 t, m = own[-1]

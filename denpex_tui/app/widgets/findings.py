@@ -72,10 +72,13 @@ class FindingList(OptionList):
         t.append(f"{sym} {label:<5} ", style=style)
         if getattr(self, "_attempts", 1) > 1:  # a restarted job: which attempt each row is from
             t.append(f"a{g.attempt} ", style=self.get_component_rich_style("findings--dim", partial=True))
+        # a finding without a rank is the launcher's ("agent") only when its signature is the
+        # launcher's own; in a rank-less log (one process's plain log) it is that process's
+        unranked = "agent" if _launchers(g) else "no rank"
         if g.ranks:
-            who = g.rank_text + (f" +{g.unranked} agent" if g.unranked else "")
+            who = g.rank_text + (f" +{g.unranked} {unranked}" if g.unranked else "")
         else:
-            who = "agent" if g.unranked else "no rank"
+            who = unranked
         t.append(who, style=style)
         t.append(f"  {g.signature}")
         if g.count > 1:
@@ -98,3 +101,13 @@ class FindingList(OptionList):
         g = self.group_at(event.option_index)
         if g is not None:
             self.post_message(self.Chosen(g, jump=True))
+
+
+# families whose findings are a launcher's own lines (torchrun's agent, srun, mpirun, pdsh, ssh)
+LAUNCHER_FAMILIES = frozenset({"torchelastic", "slurm", "mpirun", "pdsh", "ssh", "horovod", "ray"})
+
+
+def _launchers(g: FindingGroup) -> bool:
+    f = g.first
+    fam = f.family if f is not None else g.signature.split(".", 1)[0]
+    return fam in LAUNCHER_FAMILIES or g.signature.startswith("deepspeed.launcher")
