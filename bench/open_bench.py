@@ -118,13 +118,37 @@ def watch_marks(job: Path) -> dict:
         return {"error": p.stderr[-2000:]}
 
 
+def _watch_run(job: Path, rows: dict) -> None:
+    t, rss, o = _time(["lnav", "-n", "-r", "-c", ";SELECT count(*) FROM all_logs", str(job)])
+    if not any(w.isdigit() and int(w) > 0 for w in o.split()):  # an error run is no reference
+        sys.exit(f"lnav did not index {job}: {o.strip()[:300]!r}")
+    rows["lnav"].append(t)
+    rows["lnav_rss"].append(rss)
+    m = watch_marks(job)
+    rows["w_first"].append(m.get("first_frame", float("nan")))
+    rows["w_diag"].append(m.get("final_diagnosis", float("nan")))
+    rows["w_merged"].append(m.get("merged", float("nan")))
+    rows["w_rss"].append(m.get("peak_rss_mb", float("nan")))
+    rows.setdefault("headline", []).append(m.get("headline", m.get("error")))
+
+
+def _scan_run(py: list[str], job: Path, one: Path, tiny: Path, pf: Path, rows: dict) -> None:
+    t, rss, _o = _time([*py, "scan", "--no-measure", str(job)], cwd=ROOT)
+    rows["scan_dir"].append(t)
+    rows["scan_rss"].append(rss)
+    rows["scan_one"].append(_time([*py, "scan", "--no-measure", str(one)], cwd=ROOT)[0])
+    rows["scan_start"].append(_time([*py, "scan", "--no-measure", str(tiny)], cwd=ROOT)[0])
+    rows["rg_dir"].append(_time(["rg", "--no-config", "-c", "-f", str(pf), str(job)])[0])
+    rows["rg_one"].append(_time(["rg", "--no-config", "-c", "-f", str(pf), str(one)])[0])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default="/var/tmp/denpex-open")
     ap.add_argument("--steps", type=int, default=13000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--synthetic-gb", type=float, default=0)
-    ap.add_argument("--watch-only", action="store_true", help="lnav and watch only (no scan, no ripgrep)")
+    ap.add_argument("--only", choices=("scan", "watch"), help="measure only scan (with ripgrep) or watch (with lnav)")
     a = ap.parse_args()
     for tool in ("lnav", "rg"):
         if not shutil.which(tool):
@@ -150,28 +174,12 @@ def main() -> None:
     py = [sys.executable, "-m", "denpex_tui"]
     rows: dict[str, list] = {k: [] for k in ("lnav", "lnav_rss", "w_first", "w_diag", "w_merged", "w_rss",
                                               "scan_dir", "scan_rss", "scan_one", "scan_start", "rg_dir", "rg_one")}
-    headline = None
     for _ in range(a.runs):
-        t, rss, o = _time(["lnav", "-n", "-r", "-c", ";SELECT count(*) FROM all_logs", str(job)])
-        if not any(w.isdigit() and int(w) > 0 for w in o.split()):  # an error run is no reference
-            sys.exit(f"lnav did not index {job}: {o.strip()[:300]!r}")
-        rows["lnav"].append(t)
-        rows["lnav_rss"].append(rss)
-        m = watch_marks(job)
-        rows["w_first"].append(m.get("first_frame", float("nan")))
-        rows["w_diag"].append(m.get("final_diagnosis", float("nan")))
-        rows["w_merged"].append(m.get("merged", float("nan")))
-        rows["w_rss"].append(m.get("peak_rss_mb", float("nan")))
-        headline = m.get("headline", m.get("error"))
-        if a.watch_only:
-            continue
-        t, rss, _o = _time([*py, "scan", "--no-measure", str(job)], cwd=ROOT)
-        rows["scan_dir"].append(t)
-        rows["scan_rss"].append(rss)
-        rows["scan_one"].append(_time([*py, "scan", "--no-measure", str(one)], cwd=ROOT)[0])
-        rows["scan_start"].append(_time([*py, "scan", "--no-measure", str(tiny)], cwd=ROOT)[0])
-        rows["rg_dir"].append(_time(["rg", "--no-config", "-c", "-f", str(pf), str(job)])[0])
-        rows["rg_one"].append(_time(["rg", "--no-config", "-c", "-f", str(pf), str(one)])[0])
+        if a.only != "scan":
+            _watch_run(job, rows)
+        if a.only != "watch":
+            _scan_run(py, job, one, tiny, pf, rows)
+    headline = rows.pop("headline", [None])[-1]
     med = {k: _med(v) for k, v in rows.items()}
     start = med["scan_start"] or 0
     out = {

@@ -34,7 +34,8 @@ def first_warning(f: Finding, job: JobState, catalog: Catalog, read_tail) -> dic
     words = _PHASE_WORDS.get(f.phase, ())
     from .matcher import Matcher  # local: avoid a cycle at import time
 
-    matcher = getattr(job, "_matcher", None) or Matcher(catalog)
+    # (lines are matched one by one here, never through the prefilter: no Hyperscan compile)
+    matcher = getattr(job, "_matcher", None) or Matcher(catalog, small=True)
     job._matcher = matcher  # type: ignore[attr-defined]
     for summary in job.sources():
         if f.rank not in summary.ranks or summary.kind == "error-json":

@@ -74,10 +74,11 @@ _CACHE_LINES = 512
 
 
 class Matcher:
-    def __init__(self, catalog: Catalog, *, error_words: bool = True):
+    def __init__(self, catalog: Catalog, *, error_words: bool = True, small: bool = False):
         """``error_words``: also find lines with error words no detector knows (for the report
         of unrecognised error lines). ``scan`` leaves them out of its first, fast pass and reads
-        them only when that pass found no incident."""
+        them only when that pass found no incident. ``small``: few bytes will be scanned (the
+        prefilter's backend: :class:`~denpex_tui.core.patterns.Prefilter`)."""
         self.catalog = catalog
         lits: dict[tuple[str, bool], _Lit] = {}
         for sig in catalog:
@@ -101,7 +102,7 @@ class Matcher:
         self._lits = list(lits.values())
         self._cs = [l for l in self._lits if not l.ignorecase and l.sigs]
         self._ci = [l for l in self._lits if l.ignorecase and l.sigs]
-        self.prefilter = Prefilter([(l.text, l.ignorecase) for l in self._lits])
+        self.prefilter = Prefilter([(l.text, l.ignorecase) for l in self._lits], small=small)
         self._refined: dict[str, set[str]] = {}
         for sig in catalog:
             for r in sig.refines:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import re2
+
 from .lines.reader import SourceError, read_chunks
 
 __all__ = ["Progress", "read_progress", "STEP"]
@@ -70,22 +72,22 @@ _STEP_B = re.compile(STEP.pattern.encode(), re.I)
 
 
 _SAVE_NEEDLES = (b"sav", b"Sav", b"SAV", b"ready now", b"Copying complete")
+# the same needles as one RE2 pass over the chunk (C, one scan instead of five bytes.find walks:
+# "s" is common in training logs, and each needle's walk restarted at every line's end)
+_SAVE_RE2 = re2.compile(b"|".join(re.escape(n) for n in _SAVE_NEEDLES))
 
 
 def _save_positions(data: bytes) -> list[int]:
-    """Where a save line may be, one per line, found with bytes.find (C, memchr-fast; a
-    case-insensitive regex is 20x slower on a 16 MB rank log)."""
-    hits: set[int] = set()
-    for needle in _SAVE_NEEDLES:
-        i = data.find(needle)
-        while i >= 0:
-            ls = data.rfind(b"\n", 0, i) + 1
-            hits.add(ls)
-            le = data.find(b"\n", i)
-            if le < 0:
-                break
-            i = data.find(needle, le)
-    return sorted(hits)
+    """The starts of the lines that may be save lines (one per line, in order), found by one
+    RE2 pass over the chunk; only the few lines it finds cost Python work."""
+    hits: list[int] = []
+    last = -1
+    for m in _SAVE_RE2.finditer(data):
+        ls = data.rfind(b"\n", 0, m.start()) + 1
+        if ls != last:
+            hits.append(ls)
+            last = ls
+    return hits
 
 
 def _last_step(buf: bytes) -> tuple[int | None, int | None]:

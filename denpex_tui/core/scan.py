@@ -12,6 +12,7 @@ from .history import IO_TIMEOUT_S, SourceHistory, read_history
 from .job import JobState, ProcessorResult
 from .lines.reader import read_tail
 from .matcher import Matcher
+from .patterns import HYPERSCAN_WORTH
 from .model import Finding, Incident, SourceInfo, iso
 from .sources import Discovery, classify, discover
 from .text import safe_str
@@ -149,7 +150,6 @@ def scan_paths(
     tree), or None; such files are left out with that warning."""
     since_dt = _parse_since(since)
     catalog = catalog or load_catalog(signature_dirs, include_user=include_user)
-    matcher = Matcher(catalog, error_words=False)
     disc, warnings = _discover(paths, io_timeout)
     if confine is not None:
         kept = []
@@ -161,6 +161,8 @@ def scan_paths(
                 kept.append(s)
         disc.sources[:] = kept
     warnings += [f"signatures: {p}" for p in catalog.problems]
+    small = sum(s.size for s in disc.sources) < HYPERSCAN_WORTH  # (a file that grows later: still correct)
+    matcher = Matcher(catalog, error_words=False, small=small)
     job = JobState()
     evidence = [s for s in disc.sources if s.kind in EVIDENCE_KINDS]
     disc.sources = [s for s in disc.sources if s.kind not in EVIDENCE_KINDS]
