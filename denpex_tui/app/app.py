@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical, VerticalScroll
@@ -30,12 +29,11 @@ from denpex_tui.live.sources import SourceEvent
 from denpex_tui.live.stall import StallCleared, StallEvent
 from denpex_tui.live.tailer import TailOptions
 
-from . import explaining
 from .actions import PANES, WatchActions
 from .levels import LevelActions
 from .feed import feed
-from .messages import (EngineBatch, EngineDone, FixReady, Measured, ProbeUpdate, TimelineChanged,
-                       ViewReady)
+from .fixfeed import FixFeed
+from .messages import EngineBatch, EngineDone, ProbeUpdate, TimelineChanged, ViewReady
 from .model import WatchState
 from .probing import ProbeLoop
 from .timeline import Timeline
@@ -80,7 +78,7 @@ class WatchOptions:
     probe_wait: float = 20.0  # seconds for a node's first snapshot before it counts as no answer
 
 
-class DenpexApp(LevelActions, WatchActions, App):
+class DenpexApp(FixFeed, LevelActions, WatchActions, App):
     TITLE = "denpex watch"
     CSS_PATH = "app.tcss"
     BINDINGS = [
@@ -447,54 +445,6 @@ class DenpexApp(LevelActions, WatchActions, App):
                                          count(procs, "process") if procs else "") if x)
         self._gauge_alert = f"✖ {what} critical (5: gauges)" if what else ""
         self._refresh()
-
-    def on_measured(self, msg: Measured) -> None:
-        if self._exit or not self.is_running:  # a worker message arriving while the app tears down
-            return
-        self._metrics[msg.key] = (msg.metrics, msg.differential)
-        if msg.key == self._fix_key and self._fix_finding is not None:
-            self._compute_fix(self._fix_key, self._fix_finding, "measured", msg.metrics, msg.differential)
-
-    # -- fix panel ---------------------------------------------------------------------------
-
-    def show_fix(self, finding: Finding, origin: str) -> None:
-        key = (WatchState.finding_key(finding), finding.path, finding.line)
-        self._fix_key, self._fix_finding, self._fix_origin = key, finding, origin
-        metrics, diff = self._metrics.get(key, (None, None))
-        self._compute_fix(key, finding, origin, metrics, diff)
-
-    @work(group="fix", exclusive=True, exit_on_error=False)
-    async def _compute_fix(self, key, finding: Finding, origin: str, metrics, diff) -> None:
-        cwd = self._fix_cwd = self._process_cwd(finding)
-        data = await self.engine.call(explaining.fix_data, finding, self.catalog, self.engine.job, metrics, cwd)
-        self.post_message(FixReady(key, finding, data, diff, origin))
-        if metrics is None and self.probe is not None and data.signature is not None:
-            # a relative path whose job directory is unknown is not measured here (it would be
-            # resolved against this process's directory, another folder)
-            path = None if data.values.get("job_dir_known") is False else (
-                data.values.get("path") or data.values.get("ckpt_dir"))
-            self.probe.measure(key, finding.signature, path, data.values.get("pid"),
-                               rank=finding.rank, node=finding.node)
-
-    def _process_cwd(self, finding: Finding) -> tuple[int, str] | None:
-        """(pid, cwd) of the finding's rank's process as the probe read it: the job's working
-        directory, which a relative path in that rank's logs is relative to."""
-        p = self._rank_procs.get(finding.rank) if finding.rank is not None else None
-        if p is None or not p.cwd or (finding.node and p.node and finding.node.split(".")[0] != p.node.split(".")[0]):
-            return None
-        return (p.pid, p.cwd)
-
-    async def on_fix_ready(self, msg: FixReady) -> None:
-        if self._exit or not self.is_running:  # a worker message arriving while the app tears down
-            return
-        if msg.key != self._fix_key:
-            return
-        inc = self.state.incident
-        coll = None
-        if inc is not None and inc.collectives and inc.initiating is not None and (
-                inc.initiating.signature, inc.initiating.rank) == (msg.finding.signature, msg.finding.rank):
-            coll = inc.collectives  # the hang's collective table goes with its initiating finding
-        await self.query_one(FixPanel).show(msg.finding, msg.panel, msg.differential, msg.origin, coll)
 
     def action_stacks(self) -> None:  # s: the stacks of the job's processes (app/stacks_key.py)
         from denpex_tui.app.stacks_key import start as start_stacks
