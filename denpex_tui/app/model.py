@@ -356,7 +356,13 @@ class WatchState:
         if s.nodes:
             parts.append(count(len(s.nodes), "node"))
         parts.append(f"attempt {s.attempt}")
-        parts.append(count(s.sources, "source"))
+        found = self.history_sources
+        if self.reading_history and found and s.sources < found:
+            # the sources read so far, of those found: the ranks counted so far come from more
+            # places than the files read (a 2,000-rank job said "159 ranks (0-158) · 117 sources")
+            parts.append(f"{s.sources:,} of {count(found, 'source')} read")
+        else:
+            parts.append(count(s.sources, "source"))
         return " · ".join(parts)
 
     def story_lines(self) -> list[str]:
