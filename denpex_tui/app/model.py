@@ -358,9 +358,10 @@ class WatchState:
         parts.append(f"attempt {s.attempt}")
         found = self.history_sources
         if self.reading_history and found and s.sources < found:
-            # the sources read so far, of those found: the ranks counted so far come from more
-            # places than the files read (a 2,000-rank job said "159 ranks (0-158) · 117 sources")
-            parts.append(f"{s.sources:,} of {count(found, 'source')} read")
+            # the files found, while the reading is told beside it ("reading history 43 %"): the
+            # sources finished so far lag the ranks counted so far (a 2,000-rank job said
+            # "159 ranks (0-158) · 117 sources"; the 186 MB job "0 sources" at 60 %)
+            parts.append(count(found, "source"))
         else:
             parts.append(count(s.sources, "source"))
         return " · ".join(parts)
