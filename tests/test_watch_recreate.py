@@ -121,3 +121,40 @@ async def _follow(tmp_path: Path, how: str) -> None:
             assert said == "[stdout.log was deleted: its earlier lines can no longer be read]"
             # the deleted file is let go (the engine's follower reads it LINGER_S more, then closes)
             await _until(pilot, lambda: not _held(log), 60, f"{log} (deleted) closed")
+
+
+def test_a_rank_log_replaced_as_the_history_pass_ends(tmp_path: Path, monkeypatch) -> None:
+    """The file is replaced between the history pass and the follower's start (a slow, loaded
+    machine): the follower reads the new file whole, as history, and says ``added``. The
+    timeline still shows it as the name's new generation, its lines found by search."""
+    from denpex_tui.live import backlog
+
+    root = tmp_path / "job"
+    log = _job(root)
+    first_lines = log.read_bytes().splitlines(keepends=True)[:3]
+    real_start_at = backlog.Backlog.start_at
+
+    def replaced_first(self):
+        log.unlink()
+        log.write_bytes(b"".join(first_lines))
+        return real_start_at(self)
+
+    monkeypatch.setattr(backlog.Backlog, "start_at", replaced_first)
+    asyncio.run(_replaced(root, log, first_lines))
+
+
+async def _replaced(root: Path, log: Path, first_lines: list[bytes]) -> None:
+    app = make_app(WatchOptions(paths=[str(root)], processes=False, probes=False, root=str(root)),
+                   load_catalog(include_user=False))
+    async with app.run_test(size=(120, 36)) as pilot:
+        tl = app.timeline
+
+        def new_gen() -> int | None:
+            sid = tl.sid_of(str(log))
+            return sid if sid is not None and tl.sources[sid].index.lines == 3 else None
+
+        await _until(pilot, lambda: tl.built and new_gen() is not None and app.timeline_worker.idle, 60,
+                     "the new file's lines merged")
+        new_rows = _rank2_rows(app, new_gen())
+        assert [tl.text(r)[0].text for r in new_rows] == [x.decode().rstrip("\n") for x in first_lines]
+        assert sorted(int(s) for s in find_all(tl, SearchQuery(FIRST)).seqs) == [new_rows[0]]

@@ -299,8 +299,8 @@ class DenpexApp(FixFeed, LevelActions, WatchActions, App):
             elif isinstance(ev, StallCleared):
                 st.stall(self._rank(ev.rank), None)
             elif isinstance(ev, SourceEvent):
-                if ev.state in ("deleted", "replaced", "rotated", "truncated", "possibly-lost"):
-                    self.timeline_worker.recheck([ev.path])  # its old lines: still there?
+                if ev.kind == "file":  # is the name still the file indexed? (its old lines, a new one's)
+                    self.timeline_worker.recheck([ev.path])
                 if ev.state in ("error", "possibly-lost", "deleted"):
                     self.notify(f"{ev.path}: {ev.state} {ev.detail}".strip(), title="source", severity="warning")
         st.add_findings(findings)

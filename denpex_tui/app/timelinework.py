@@ -68,7 +68,8 @@ class TimelineWorker:
             self._put(("lines", lines))
 
     def recheck(self, paths: list[str]) -> None:
-        """A source was deleted, replaced, rotated or truncated: see what of it is still there."""
+        """A source event (added, deleted, replaced, rotated, truncated): see what of it is
+        still there, and what the name leads to now."""
         self._put(("recheck", list(paths)))
 
     def view(self, rank: int | None, hide_copies: bool) -> None:
@@ -143,10 +144,15 @@ class TimelineWorker:
                         spool_rank.setdefault(src, ll.rank)
                     else:
                         names.add(src)
+        rechecks = [p for item in batch if item[0] == "recheck" for p in item[1]]
+        # a source event's known file is looked at again too: another file with the name
+        # (replaced before following began, its bytes read by the engine as history) is a new
+        # generation. A name not known yet comes with its lines (a rotated file's old name is
+        # not a source: its lines are the old generation's).
+        names.update(p for p in rechecks if self.tl.sid_of(p) is not None)
         grew = 0
         if names:
             grew += self.tl.refresh(names)
-        rechecks = [p for item in batch if item[0] == "recheck" for p in item[1]]
         if rechecks:
             self.tl.recheck(rechecks)
         for src, texts in spools.items():
