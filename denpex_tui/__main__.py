@@ -1,3 +1,3 @@
-from denpex_tui.commands import main
+from denpex_tui.commands import entry
 
-raise SystemExit(main())
+entry()

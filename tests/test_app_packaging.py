@@ -50,7 +50,7 @@ def test_built_wheel_contains_the_themes_and_the_stylesheet(tmp_path):
     meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "\nName: denpex-tui\n" in meta
     eps = zf.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
-    assert "denpex = denpex_tui.commands:main" in eps and "denpex-tui = denpex_tui.commands:main" in eps
+    assert "denpex = denpex_tui.commands:entry" in eps and "denpex-tui = denpex_tui.commands:entry" in eps
     themes = {p.name for p in (ROOT / "themes").glob("*.toml")}
     assert len(themes) >= 3
     for t in themes:

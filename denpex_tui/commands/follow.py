@@ -63,7 +63,8 @@ async def _follow(engine: Engine, as_json: bool) -> None:
     stop = asyncio.Event()
     # SIGHUP (the terminal or the ssh session went away) and SIGPIPE (the reader of our
     # output went away) end the engine as SIGTERM does: its --exec commands are stopped
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
+    for sig in sigs:
         try:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError, ValueError):
@@ -86,6 +87,7 @@ async def _follow(engine: Engine, as_json: bool) -> None:
     task = asyncio.create_task(consume())
     waiter = asyncio.create_task(stop.wait())
     await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    _quiet_signals(loop, sigs)
     engine.stop()
     waiter.cancel()
     try:
@@ -94,6 +96,19 @@ async def _follow(engine: Engine, as_json: bool) -> None:
         task.cancel()
     except BrokenPipeError:
         pass
+
+
+def _quiet_signals(loop, sigs) -> None:
+    """Stopping: a second signal changes nothing. The loop's handlers go now, while its
+    self-pipe is open (a signal as ``asyncio.run`` closes the loop was written to the half-closed
+    pipe: "Exception ignored when trying to write to the signal wakeup fd"), and the signals
+    are ignored until the exit (a write to a closed pipe raises BrokenPipeError, handled)."""
+    for sig in sigs:
+        try:
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, signal.SIG_IGN)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
 
 
 def run_follow(args, sig_dirs: list[str]) -> int:

@@ -230,7 +230,23 @@ def _die_with_parent(ppid: int) -> None:
         os._exit(1)
 
 
+def _quiet_signals() -> None:
+    """A forked worker does not share its parent's signal handling: the parent's event loop (if
+    any) wrote each signal to its self-pipe, and so would the worker, into the parent's pipe. ^C
+    reaches the whole process group: the parent decides, and its workers die with it."""
+    import signal
+
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not the main thread, or no such signal
+        pass
+
+
 def _worker_init(nice: int, shared, ppid: int | None = None) -> None:
+    _quiet_signals()
     if ppid is not None:
         _die_with_parent(ppid)
     _WORKER["shared"] = shared
