@@ -122,3 +122,39 @@ def test_signatures_check_command(tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 2
     assert "team.wrong.toml: field 'examples'" in bad.stderr
+
+
+def test_the_frozen_built_in_catalog_is_the_toml_files():
+    """``signatures/_parsed.json`` (the built-in files parsed at release, for a fast start) is
+    of the files as they are: run ``python -m denpex_tui.core.catalog_frozen`` after editing one."""
+    import tomllib
+
+    from denpex_tui.core.catalog import BUILTIN_DIR
+    from denpex_tui.core.patterns import compile_pattern
+    from denpex_tui.core.catalog_frozen import frozen_tables
+
+    files = [(p.name, p.read_bytes()) for p in sorted(BUILTIN_DIR.glob("*.toml"))]
+    tables = frozen_tables(BUILTIN_DIR, files)
+    assert tables is not None, "signatures/_parsed.json is out of date: python -m denpex_tui.core.catalog_frozen"
+    literals = {n: t.pop("_literals") for n, t in tables.items()}
+    assert tables == {n: tomllib.loads(raw.decode()) for n, raw in files}
+    for n, t in tables.items():  # each pattern's prefilter literal as the pattern engine finds it
+        for p in t.get("patterns", []):
+            c = compile_pattern(p)
+            assert literals[n][p] == [c.literal, c.ignorecase], (n, p)
+
+
+def test_an_edited_built_in_file_is_read_from_its_toml(tmp_path, monkeypatch):
+    """The frozen copy is used only while every file is the one it was made of."""
+    import shutil
+
+    from denpex_tui.core import catalog
+
+    d = tmp_path / "signatures"
+    shutil.copytree(catalog.BUILTIN_DIR, d)
+    f = d / "os.enospc.toml"
+    f.write_text(f.read_text().replace('title = "', 'title = "EDITED ', 1))
+    monkeypatch.setattr(catalog, "BUILTIN_DIR", d)
+    cat = catalog.load_catalog(include_user=False)
+    assert cat.get("os.enospc").title.startswith("EDITED ")
+    assert len(cat) == len(catalog.load_pack(d, builtin=True)[0])

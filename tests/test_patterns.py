@@ -54,3 +54,18 @@ def test_both_prefilter_backends_find_the_same_lines(monkeypatch):
         got[backend] = pf.line_starts(data)
     assert len(got["re2"]) == 9
     assert len({tuple(v) for v in got.values()}) == 1
+
+
+def test_every_built_in_pattern_compiles():
+    """The built-in catalog's patterns are compiled at their first search (most never see a line
+    with their literal): each must compile, as a user pack's are checked as they load."""
+    from denpex_tui.core.catalog import load_catalog
+    from denpex_tui.core.patterns import _engine
+
+    cat = load_catalog(include_user=False)
+    assert not cat.problems
+    pats = [p for s in cat for p in (*s.patterns, *s.excludes)]
+    assert len(pats) > 200
+    for p in pats:
+        _engine(p.source)  # raises PatternError if RE2 refuses it
+        assert p.search("") is None  # and its search compiles on first use

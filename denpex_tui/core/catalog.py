@@ -13,15 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-try:
-    import tomllib
-except ImportError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
 from .commands import TemplateError, parse_template
-from .patterns import CompiledPattern, PatternError, compile_pattern
+from .patterns import CompiledPattern, PatternError, checked_pattern, compile_pattern
 from .text import has_control
 
 __all__ = [
@@ -134,6 +127,8 @@ class Signature:
         v = versions.get(self.affects_package)
         if not v:
             return None
+        from packaging.specifiers import SpecifierSet
+
         try:
             return SpecifierSet(self.affects_versions).contains(v, prereleases=True)
         except Exception:
@@ -251,6 +246,7 @@ def _parse_condition(text: str):
 def _build(data: dict, path: Path, pack: str, builtin: bool) -> Signature:
     """A signature from one parsed file, every field checked; the first problem raises
     ``_Invalid`` naming the field (``checklist[2].condition``)."""
+    known = data.pop("_literals", None) if builtin else None  # frozen: checked at release
     unknown = sorted(set(data) - _KNOWN)
     if unknown:
         raise _Invalid(unknown[0], "is not a known field")
@@ -258,7 +254,7 @@ def _build(data: dict, path: Path, pack: str, builtin: bool) -> Signature:
         raise _Invalid("schema", "must be 1")
     sid, family, phase, role, severity = _identity(data, path)
     evidence_only = _bool(data, "evidence_only")
-    patterns, excludes = _patterns(data, evidence_only)
+    patterns, excludes = _patterns(data, evidence_only, lazy=builtin, known=known)
     refines = _str_list(data, "refines", required=False)
     for r in refines:
         if not _ID.match(r):
@@ -266,7 +262,7 @@ def _build(data: dict, path: Path, pack: str, builtin: bool) -> Signature:
     siblings = _each(data, "siblings", lambda s: Sibling(_str(s, "id"), _str(s, "evidence")))
     checklist = _each(data, "checklist", _check_item)
     verify = _each(data, "verify", _verify_command)
-    pkg, vers = _affects(data)
+    pkg, vers = _affects(data, check=known is None)
     examples = _each(data, "examples", _example)
     if builtin and not evidence_only:
         if not any(e.match for e in examples) or not any(not e.match for e in examples):
@@ -321,21 +317,29 @@ def _identity(data: dict, path: Path) -> tuple[str, str, str, str, str]:
     return sid, family, phase, role, severity
 
 
-def _patterns(data: dict, evidence_only: bool) -> tuple[list, list]:
-    """The compiled patterns (required unless evidence_only) and excludes."""
+def _patterns(data: dict, evidence_only: bool, *, lazy: bool = False, known: dict | None = None) -> tuple[list, list]:
+    """The compiled patterns (required unless evidence_only) and excludes; ``lazy`` (the
+    built-in ones, which the tests compile): compiled by the regex engine on first use;
+    ``known``: the literals of patterns checked already (the frozen built-in catalog)."""
+    if known is not None:
+        try:
+            return ([checked_pattern(p, *known[p]) for p in data.get("patterns", [])],
+                    [checked_pattern(p, *known[p]) for p in data.get("exclude", [])])
+        except (KeyError, TypeError):
+            pass  # not as frozen: checked here
     raw_patterns = _str_list(data, "patterns", required=True, allow_empty=evidence_only)
     if not raw_patterns and not evidence_only:
         raise _Invalid("patterns", "must not be empty (or set evidence_only = true)")
     patterns = []
     for i, p in enumerate(raw_patterns):
         try:
-            patterns.append(compile_pattern(p))
+            patterns.append(compile_pattern(p, lazy=lazy))
         except PatternError as exc:
             raise _Invalid(f"patterns[{i}]", str(exc)) from None
     excludes = []
     for i, p in enumerate(_str_list(data, "exclude", required=False)):
         try:
-            excludes.append(compile_pattern(p, require_literal=False))
+            excludes.append(compile_pattern(p, require_literal=False, lazy=lazy))
         except PatternError as exc:
             raise _Invalid(f"exclude[{i}]", str(exc)) from None
     return patterns, excludes
@@ -385,8 +389,9 @@ def _verify_command(v: dict) -> VerifyCommand:
     return VerifyCommand(title, command)
 
 
-def _affects(data: dict) -> tuple[str | None, str | None]:
-    """(package, PEP 440 versions) of an ``affects`` table, or (None, None)."""
+def _affects(data: dict, check: bool = True) -> tuple[str | None, str | None]:
+    """(package, PEP 440 versions) of an ``affects`` table, or (None, None); ``check``: the
+    versions are parsed (not for the frozen built-in catalog, whose TOML the tests load)."""
     affects = data.get("affects")
     if affects is None:
         return None, None
@@ -397,6 +402,10 @@ def _affects(data: dict) -> tuple[str | None, str | None]:
         vers = _str(affects, "versions")
     except _Invalid as exc:
         raise _Invalid(f"affects.{exc.field}", exc.message) from None
+    if not check:
+        return pkg, vers
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         SpecifierSet(vers)
     except InvalidSpecifier:
@@ -414,13 +423,19 @@ def _example(e: dict) -> Example:
     return Example(line, match, _str(e, "source"))
 
 
-def load_file(path: Path, pack: str, builtin: bool) -> Signature:
-    """Load one signature file; raises :class:`CatalogProblem`-carrying ``ValueError``."""
+def load_file(path: Path, pack: str, builtin: bool, raw: bytes | None = None) -> Signature:
+    """Load one signature file (its bytes, if read already); raises :class:`_Invalid`."""
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
     from .untrusted import UntrustedError, check_toml, read_capped
 
     try:
-        with open(path, "rb") as fh:
-            raw = read_capped(fh, 1 << 20, "the file")
+        if raw is None:
+            with open(path, "rb") as fh:
+                raw = read_capped(fh, 1 << 20, "the file")
         text = raw.decode("utf-8")
         check_toml(text, "the file")  # a pack is untrusted: tomllib recurses on nesting
         data = tomllib.loads(text)
@@ -444,9 +459,21 @@ def load_pack(directory: Path | str, *, builtin: bool = False) -> tuple[list[Sig
         entries = sorted(p for p in directory.iterdir() if p.suffix == ".toml" and p.is_file())
     except OSError as exc:
         return [], [CatalogProblem(str(directory), "", f"cannot read the directory ({exc.strerror})")]
+    frozen = None
+    if builtin:  # parsed at release, while the files are those (catalog_frozen.py)
+        from .catalog_frozen import frozen_tables
+
+        try:
+            raws = {p: p.read_bytes() for p in entries}
+        except OSError:
+            raws = {}
+        frozen = frozen_tables(directory, [(p.name, r) for p, r in raws.items()]) if raws else None
     for p in entries:
         try:
-            sigs.append(load_file(p, pack, builtin))
+            if frozen is not None:
+                sigs.append(_build(frozen[p.name], p, pack, builtin))
+            else:
+                sigs.append(load_file(p, pack, builtin))
         except _Invalid as exc:
             problems.append(CatalogProblem(str(p), exc.field, exc.message))
         except OSError as exc:

@@ -17,11 +17,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-try:
-    import tomllib
-except ImportError:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[no-redef]
-
 __all__ = ["config_dir", "load_config", "ConfigError"]
 
 
@@ -61,6 +56,10 @@ def load_config(path: Path | None = None) -> tuple[dict[str, dict[str, Any]], li
         return cfg, warnings
     except OSError as exc:
         return cfg, [f"config {path}: cannot be read ({exc.strerror}); using defaults"]
+    try:  # imported here: most runs have no config file (tomllib is ~10 ms of every start)
+        import tomllib
+    except ImportError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

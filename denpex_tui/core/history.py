@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
@@ -410,6 +410,7 @@ def _pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_timeou
     gives no result within a generous deadline (its size at 5 MB/s, and at least
     ``io_timeout``) is reported as hung."""
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor  # (imported here: a small job never forks)
 
     ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
     if ctx is None:

@@ -112,7 +112,10 @@ def _check_backtracking(parsed) -> None:
 def required_literal(pattern: str) -> tuple[str, bool] | None:
     """The longest literal run that every match of ``pattern`` contains, and whether the
     pattern is case-insensitive. Only top-level sequences count (not branches or repeats)."""
-    parsed = _sre_parse.parse(pattern)
+    return _literal_of(_sre_parse.parse(pattern))
+
+
+def _literal_of(parsed) -> tuple[str, bool] | None:
     ignorecase = bool(parsed.state.flags & re.IGNORECASE)
     best = ""
 
@@ -123,8 +126,6 @@ def required_literal(pattern: str) -> tuple[str, bool] | None:
             if op is _LITERAL:
                 run.append(chr(av))
                 continue
-            if op is _SUBPATTERN and av[0] is None and not av[1] and not av[2]:
-                pass
             cand = "".join(run)
             if len(cand) > len(best):
                 best = cand
@@ -151,8 +152,45 @@ class CompiledPattern:
     search: Callable[[str], object]
 
 
-def compile_pattern(pattern: str, *, require_literal: bool = True) -> CompiledPattern:
-    """Validate and compile one signature pattern. Raises :class:`PatternError`."""
+def _engine(pattern: str) -> Callable[[str], object]:
+    """The pattern's ``search``: RE2 (linear time), else Python ``re``."""
+    if HAVE_RE2:
+        try:
+            opts = _re2.Options()
+            opts.max_mem = 8 << 20
+            rx = _re2.compile(pattern, options=opts)
+        except Exception as exc:  # re2.error
+            raise PatternError(f"is not accepted by RE2: {exc}") from None
+        return rx.search
+    return re.compile(pattern).search  # pragma: no cover - depends on the platform
+
+
+class _OnFirstUse:
+    """A ``search`` compiled when first called: most signatures never see a line that has their
+    literal, and compiling the built-in catalog's 230 patterns was a third of its load time.
+    Only for patterns known to compile (the built-in ones, which the tests compile)."""
+
+    __slots__ = ("pattern", "_search")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self._search: Callable[[str], object] | None = None
+
+    def __call__(self, text: str):
+        if self._search is None:
+            self._search = _engine(self.pattern)
+        return self._search(text)
+
+
+def checked_pattern(pattern: str, literal: str, ignorecase: bool) -> CompiledPattern:
+    """A pattern checked already (the built-in catalog, frozen at release with its literal),
+    compiled by the regex engine at its first search."""
+    return CompiledPattern(pattern, literal, ignorecase, _OnFirstUse(pattern) if HAVE_RE2 else _engine(pattern))
+
+
+def compile_pattern(pattern: str, *, require_literal: bool = True, lazy: bool = False) -> CompiledPattern:
+    """Validate and compile one signature pattern. Raises :class:`PatternError`. ``lazy``: the
+    regex engine compiles it at its first search (a pattern already known to compile)."""
     if not isinstance(pattern, str) or not pattern:
         raise PatternError("must be a non-empty string")
     if len(pattern) > 2000:
@@ -162,24 +200,16 @@ def compile_pattern(pattern: str, *, require_literal: bool = True) -> CompiledPa
     except re.error as exc:
         raise PatternError(f"is not a valid regular expression: {exc}") from None
     _check_structure(parsed)
-    lit = required_literal(pattern)
+    lit = _literal_of(parsed)
     if require_literal and (lit is None or len(lit[0]) < MIN_LITERAL):
         raise PatternError(
             f"has no literal run of {MIN_LITERAL}+ characters that every match contains "
             "(needed by the prefilter)"
         )
     literal, ignorecase = lit if lit else ("", False)
-    if HAVE_RE2:
-        try:
-            opts = _re2.Options()
-            opts.max_mem = 8 << 20
-            rx = _re2.compile(pattern, options=opts)
-        except Exception as exc:  # re2.error
-            raise PatternError(f"is not accepted by RE2: {exc}") from None
-        search = rx.search
-    else:  # pragma: no cover - depends on the platform
+    if not HAVE_RE2:  # pragma: no cover - depends on the platform
         _check_backtracking(parsed)
-        search = re.compile(pattern).search
+    search = _OnFirstUse(pattern) if lazy and HAVE_RE2 else _engine(pattern)
     return CompiledPattern(pattern, literal, ignorecase, search)
 
 
