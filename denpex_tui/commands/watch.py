@@ -240,12 +240,20 @@ def _run(app, cleanup) -> int:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        sigs = (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
+        for sig in sigs:
             try:
                 loop.add_signal_handler(sig, on_signal, sig)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
-        await app.run_async()
+        try:
+            await app.run_async()
+        finally:  # while the loop's self-pipe is open (see commands/follow.py, _quiet_signals)
+            for sig in sigs:
+                try:
+                    loop.remove_signal_handler(sig)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass
 
     asyncio.run(main())
     for t in timers:
