@@ -84,3 +84,30 @@ def test_300_collateral_findings_fold_into_one_row(tmp_path):
                          capture_output=True, text=True).stdout
     assert "ranks 0-136,138-299  nccl.watchdog-timeout" in out
     assert out.count("nccl.watchdog-timeout") <= 3
+
+
+def test_the_first_warning_is_read_once_while_its_inputs_stay(tmp_path):
+    """A diagnosis "so far" is triaged every quarter second while a history is read: the first
+    related warning is looked for again only when the rank's files or the finding change."""
+    from denpex_tui.core.catalog import load_catalog
+    from denpex_tui.core.lines.reader import read_tail
+    from denpex_tui.core.triage import triage
+
+    log = tmp_path / "rank3.log"
+    log.write_text("\n".join([LR_WARN, NVME_WARN, STEP, A1]) + "\n")
+    r = scan_paths([str(log)], include_user=False)
+    reads: list[str] = []
+
+    def counting(path, end, n):
+        reads.append(path)
+        return read_tail(path, end, n)
+
+    cat = load_catalog(include_user=False)
+    first = triage(r.job, cat, read_tail=counting)[0].first_warning
+    again = triage(r.job, cat, read_tail=counting)[0].first_warning
+    assert first == again and "Offloading to NVMe" in first["text"]
+    assert reads == [str(log)]  # the second triage read nothing
+    with log.open("a") as fh:  # the rank's file grew: looked at again
+        fh.write(STEP + "\n")
+    triage(r.job, cat, read_tail=counting)
+    assert reads == [str(log)] * 2

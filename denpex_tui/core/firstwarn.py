@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import datetime, timedelta
 
@@ -27,9 +28,33 @@ _PHASE_WORDS = {
 
 
 def first_warning(f: Finding, job: JobState, catalog: Catalog, read_tail) -> dict | None:
-    """The first related WARN on the initiating rank in the minutes before its error."""
+    """The first related WARN on the initiating rank in the minutes before its error.
+
+    Remembered per job while its inputs stay the same (the finding, the rank's sources and
+    their sizes): a diagnosis "so far" is triaged every quarter second while the history is
+    read, and this read and split up to 2 MB of each of the rank's files every time."""
     if f.rank is None:
         return None
+    sources = [s for s in job.sources() if f.rank in s.ranks and s.kind != "error-json"]
+    key = (f.path, f.offset, f.text_line, f.rank, f.local_rank, f.phase, f.family, f.time, id(read_tail),
+           tuple((s.path, s.kind, len(s.ranks) > 1, _size(s.path)) for s in sources))
+    memo = job.__dict__.setdefault("_first_warning", {})
+    if key not in memo:
+        if len(memo) >= 64:
+            memo.clear()
+        memo[key] = _first_warning(f, sources, job, catalog, read_tail)
+    hit = memo[key]
+    return dict(hit) if hit is not None else None
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def _first_warning(f: Finding, sources: list, job: JobState, catalog: Catalog, read_tail) -> dict | None:
     best = None
     words = _PHASE_WORDS.get(f.phase, ())
     from .matcher import Matcher  # local: avoid a cycle at import time
@@ -37,9 +62,7 @@ def first_warning(f: Finding, job: JobState, catalog: Catalog, read_tail) -> dic
     # (lines are matched one by one here, never through the prefilter: no Hyperscan compile)
     matcher = getattr(job, "_matcher", None) or Matcher(catalog, small=True)
     job._matcher = matcher  # type: ignore[attr-defined]
-    for summary in job.sources():
-        if f.rank not in summary.ranks or summary.kind == "error-json":
-            continue
+    for summary in sources:
         same_file = summary.path == f.path
         end = f.offset if same_file else None
         blob = read_tail(summary.path, end, 2 << 20)
