@@ -113,3 +113,38 @@ def test_a_rank_that_goes_quiet_while_its_peers_go_on_is_a_stall(tmp_path):
     stalls = [e for e in events if e["event"] == "stall" and e["rank"] is not None]
     assert stalls and stalls[0]["rank"] == 3, events
     assert stalls[0]["silent_s"] >= 2.0
+
+
+def test_nothing_is_left_unread_once_a_history_with_error_files_is_read():
+    """torchelastic's error.json is read whole: the engine counts its bytes as read (it counted
+    only its message's, so a job with error files never had 'nothing left to read': the replay
+    and the tests waited for their deadline, 60 s a case)."""
+    from pathlib import Path
+
+    from denpex_tui.live.events import HistoryDone
+
+    case = Path(__file__).parent / "fixtures" / "runs" / "eacces_checkpoint"
+    assert list(case.rglob("error.json"))
+
+    async def main():
+        eng = Engine([str(case)], load_catalog(include_user=False), processes=False, polite=False)
+        seen: list = []
+
+        async def consume():
+            async for ev in eng.run():
+                seen.append(ev)
+
+        task = asyncio.create_task(consume())
+        try:
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                await asyncio.sleep(0.1)
+                if any(isinstance(e, HistoryDone) for e in seen) and eng.tailer.followers \
+                        and await eng.call(eng.unread_bytes) == 0:
+                    return 0
+            return await eng.call(eng.unread_bytes)
+        finally:
+            eng.stop()
+            await asyncio.wait_for(task, 20)
+
+    assert asyncio.run(main()) == 0

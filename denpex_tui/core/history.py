@@ -159,6 +159,7 @@ def _error_json(p: SourceProcessor, idx: FileIndex | None, box: dict) -> None:
         p.errors.append(f"{p.info.path}: error file larger than 4 MiB: skipped")
         return
     p.feed_error_json(blob)
+    p.bytes_read = len(blob)  # the file's bytes read (the feed counted its message's)
     if idx is not None and blob:
         data = blob if blob.endswith(b"\n") else blob + b"\n"
         idx.add(chunk_lines(0, data, console=False, year_hint=idx.year_hint, src=p.info))
