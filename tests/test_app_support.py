@@ -65,7 +65,7 @@ def make_app(root: str, *, engine=None, theme: str | None = None, probes: bool =
     return _make_app(opts, catalog(), engine=engine)
 
 
-async def settle(app: DenpexApp, pilot, *, incident: bool = True, timeout: float = 20.0, quiet: float = 1.2) -> None:
+async def settle(app: DenpexApp, pilot, *, incident: bool = True, timeout: float = 40.0, quiet: float = 1.2) -> None:
     """Wait until the engine's events are on screen and nothing changed for ``quiet`` seconds
     (and the fix panel is filled when there is an incident)."""
     from denpex_tui.app.widgets.fixpanel import FixPanel

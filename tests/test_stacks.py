@@ -88,9 +88,10 @@ def test_without_py_spy_proc_still_groups(job):
     folder, procs = job
     from denpex_tui.probes.stacks import read_stack
 
-    def asleep():  # "ready" is printed just before the sleep: under load a process may still run
+    def asleep():  # "ready" is printed just before the sleep: under load a process may still run,
+        # or be woken between the reads of its state and of its wait channel (then "0": none)
         ss = [read_stack(p.pid, r, pyspy=None) for r, p in enumerate(procs)]
-        return ss if all(s.state == "S" for s in ss) else None
+        return ss if all(s.state == "S" and s.wchan for s in ss) else None
 
     stacks = _wait(asleep, 30, "the four processes asleep")
     assert all(s.how == "proc" for s in stacks)
