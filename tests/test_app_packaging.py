@@ -56,4 +56,5 @@ def test_built_wheel_contains_the_themes_and_the_stylesheet(tmp_path):
     for t in themes:
         assert f"denpex_tui/app/themes/{t}" in names
     assert "denpex_tui/app/app.tcss" in names
+    assert "denpex_tui/signatures/_parsed.json" in names  # the frozen catalog a start loads from
     assert "denpex_tui/commands/watch.py" in names
