@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .catalog_frozen import LITERALS
 from .commands import TemplateError, parse_template
 from .patterns import CompiledPattern, PatternError, checked_pattern, compile_pattern
 from .text import has_control
@@ -246,7 +247,7 @@ def _parse_condition(text: str):
 def _build(data: dict, path: Path, pack: str, builtin: bool) -> Signature:
     """A signature from one parsed file, every field checked; the first problem raises
     ``_Invalid`` naming the field (``checklist[2].condition``)."""
-    known = data.pop("_literals", None) if builtin else None  # frozen: checked at release
+    known = data.pop(LITERALS, None) if builtin else None  # frozen: checked at release
     unknown = sorted(set(data) - _KNOWN)
     if unknown:
         raise _Invalid(unknown[0], "is not a known field")
@@ -459,7 +460,7 @@ def load_pack(directory: Path | str, *, builtin: bool = False) -> tuple[list[Sig
         entries = sorted(p for p in directory.iterdir() if p.suffix == ".toml" and p.is_file())
     except OSError as exc:
         return [], [CatalogProblem(str(directory), "", f"cannot read the directory ({exc.strerror})")]
-    frozen = None
+    frozen, raws = None, {}
     if builtin:  # parsed at release, while the files are those (catalog_frozen.py)
         from .catalog_frozen import frozen_tables
 
@@ -473,7 +474,7 @@ def load_pack(directory: Path | str, *, builtin: bool = False) -> tuple[list[Sig
             if frozen is not None:
                 sigs.append(_build(frozen[p.name], p, pack, builtin))
             else:
-                sigs.append(load_file(p, pack, builtin))
+                sigs.append(load_file(p, pack, builtin, raws.get(p)))  # (read once)
         except _Invalid as exc:
             problems.append(CatalogProblem(str(p), exc.field, exc.message))
         except OSError as exc:
