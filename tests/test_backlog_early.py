@@ -61,3 +61,21 @@ async def _diagnosis(start_early: bool) -> tuple[str, int]:
 
 def test_engine_started_early_says_what_it_says_when_started_by_run():
     assert asyncio.run(_diagnosis(True)) == asyncio.run(_diagnosis(False))
+
+
+def test_the_read_progress_never_goes_back():
+    """A worker takes its bytes off the shared counter when its task ends; the parent adds the
+    task a moment later. In between the header said 46 % after 48 % (seen in tmux)."""
+    import multiprocessing
+
+    from denpex_tui.core.history import ReadProgress
+
+    pr = ReadProgress()
+    pr.total = 100
+    pr._shared = multiprocessing.get_context("fork").Value("q", 0)
+    pr._shared.value = 48
+    assert pr.read() == 48
+    pr._shared.value = 0  # the worker's task ended: its bytes leave the shared counter ...
+    assert pr.read() == 48
+    pr._done += 50  # ... and the parent adds the whole task
+    assert pr.read() == 50
