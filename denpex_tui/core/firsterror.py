@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import re2
 
+from .lines.chunk import newlines
 from .lines.facts import line_facts
 
 __all__ = ["FirstError", "FirstErrorMixin"]
@@ -43,7 +44,7 @@ class FirstErrorMixin:
             if s == last_s or m.start() - s > _HEAD:
                 continue
             last_s = s
-            line += data.count(b"\n", counted, s)
+            line += newlines(data, counted, s)
             counted = s
             e = data.find(b"\n", s)
             f = line_facts(data[s:e if e >= 0 else len(data)][:512], self.year_hint)

@@ -33,6 +33,7 @@ from .failreport import FB_START as _FB_START
 from .failreport import FailureReportMixin, _FBEntry
 from .firsterror import FirstErrorMixin
 from .hit import Hit, StreamKey, finding_agg
+from .lines.chunk import newlines
 from .lines.facts import LineFacts, line_facts
 from .lines.formats import small_int
 from .lines.reader import drop_continued
@@ -146,7 +147,7 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
             if i >= ns:
                 break
             s = starts[i]
-            cur += data.count(b"\n", pos, s)
+            cur += newlines(data, pos, s)
             pos = s
             nl = data.find(b"\n", pos)
             if nl < 0:
@@ -154,11 +155,15 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
             self._line(data, pos, nl, cur + 1, offset + pos, True)
             pos = nl + 1
             cur += 1
+        if pos < n:
+            cur += newlines(data, pos)  # the lines after the last candidate, counted once
+        elif pos > n:
+            cur -= 1  # a last line without its newline: not counted, as ever
         if self.first_time is None and self.info.kind != "error-json":
             self.find_first_time(data)
         if self.first_error is None and self.info.kind in ("rank-file", "exec"):
             self.look_first_error(data, self.line_no + 1)
-        self.line_no += data.count(b"\n")
+        self.line_no = cur
         self.bytes_read = offset + n
         if self.info.kind != "console":
             info = self.info
@@ -176,7 +181,7 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
         error-word line goes through the door for its level and rank, nothing more; a source
         whose error lines stopped adding anything new for a while is left (more of the same)."""
         if getattr(self, "_unknown_quiet", 0) >= _UNKNOWN_SATURATED:
-            self.line_no += data.count(b"\n")
+            self.line_no += newlines(data)
             self.bytes_read = offset + len(data)
             return
         counted, line = 0, self.line_no
@@ -186,7 +191,7 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
             if s == last_s:
                 continue
             last_s = s
-            line += data.count(b"\n", counted, s)
+            line += newlines(data, counted, s)
             counted = s
             e = data.find(b"\n", s)
             pre = line_facts(data[s:e if e >= 0 else len(data)], self.year_hint)
@@ -201,7 +206,7 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
                 self._unknown_quiet = getattr(self, "_unknown_quiet", 0) + 1
                 if self._unknown_quiet >= _UNKNOWN_SATURATED:
                     break
-        self.line_no += data.count(b"\n")
+        self.line_no += newlines(data)
         self.bytes_read = offset + len(data)
 
     def close(self) -> None:

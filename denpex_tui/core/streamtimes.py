@@ -33,6 +33,10 @@ WINDOW_LINES = 400
 WINDOW_BYTES = 256 << 10
 FIRST_LINES = 1000
 _WALK = 2000  # lines walked back from a chunk's end before the numpy pass
+# A console's walk reads each timed line through the door (~80 us): past this many lines the
+# numpy pass over the chunk is cheaper (a stream silent for the chunk's last lines, or a label that
+# is no stream, like the `[1]:` of torchrun's failure summary, would walk all _WALK lines first).
+_WALK_CONSOLE = 256
 
 
 class _Ctx:
@@ -148,7 +152,7 @@ class StreamTimesMixin:
         want = 1
         if console:  # the streams the chunk's labels name (C speed), else those its lines' own tags name
             want = len(stream_labels(data)) or max(1, len(text_ranks(data)))  # (a DeepSpeed console: [rank1/2])
-        for _ in range(_WALK):
+        for _ in range(_WALK_CONSOLE if console else _WALK):
             if pos <= 0:
                 break
             start = data.rfind(b"\n", 0, pos) + 1
