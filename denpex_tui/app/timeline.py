@@ -31,7 +31,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable
 
-import numpy as np
+from denpex_tui.core.lines import npy as np
 
 from denpex_tui.core.lines.chunk import chunk_lines, untag
 from denpex_tui.core.lines.index import FileIndex

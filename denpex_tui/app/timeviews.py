@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from array import array
 
-import numpy as np
+from denpex_tui.core.lines import npy as np
 
 from .timeline import Timeline, View
 

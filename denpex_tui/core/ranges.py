@@ -13,7 +13,7 @@ processor (:func:`open_at_end`).
 
 from __future__ import annotations
 
-import numpy as np
+from denpex_tui.core.lines import npy as np
 
 from .hit import finding_agg
 from .lines.index import FileIndex

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from datetime import datetime
 
-import numpy as np
+from denpex_tui.core.lines import npy as np
 
 from .lines.chunk import console_tags, line_starts, stream_labels, text_ranks
 from .lines.facts import LineFacts, line_facts

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import numpy as np
+from denpex_tui.core.lines import npy as np
 
 from .facts import LAUNCHER_LINES, line_facts
 from .formats import FORMATS, TEXT_RANK, active_formats

@@ -24,7 +24,7 @@ import os
 from array import array
 from datetime import datetime
 
-import numpy as np
+from denpex_tui.core.lines import npy as np
 
 from .chunk import ChunkLines
 

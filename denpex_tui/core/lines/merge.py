@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-import numpy as np
+from denpex_tui.core.lines import npy as np
 
 from .index import FileIndex
 

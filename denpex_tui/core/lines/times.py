@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 
-import numpy as np
+from denpex_tui.core.lines import npy as np
 
 __all__ = ["HEAD", "Stamp", "line_time", "chunk_times", "local_offset", "VECTOR_MIN_BYTES"]
 
@@ -138,13 +138,16 @@ def line_time(raw: bytes | str, year_hint: int | None = None) -> Stamp | None:
 
 # -- the fast path: every line of a chunk at once ------------------------------------------
 
-_DIG = np.zeros(257, dtype=bool)
-_DIG[48:58] = True  # index 256 stands for "past the end"
-_GLOG_LETTER = np.zeros(257, dtype=bool)
-_GLOG_LETTER[[ord(c) for c in "DIWEF"]] = True
-_GLOG_BEFORE = np.zeros(257, dtype=bool)
-_GLOG_BEFORE[[ord(c) for c in "[]: \n"]] = True
-_DAYS_NP = np.array(_DAYS, dtype=np.int64)
+@lru_cache(maxsize=1)
+def _tables():
+    """Byte-class tables, made on the first chunk (numpy is imported when first used)."""
+    dig = np.zeros(257, dtype=bool)
+    dig[48:58] = True  # index 256 stands for "past the end"
+    glog_letter = np.zeros(257, dtype=bool)
+    glog_letter[[ord(c) for c in "DIWEF"]] = True
+    glog_before = np.zeros(257, dtype=bool)
+    glog_before[[ord(c) for c in "[]: \n"]] = True
+    return dig, glog_letter, glog_before, np.array(_DAYS, dtype=np.int64)
 
 
 @dataclass(slots=True)
@@ -172,7 +175,7 @@ def chunk_times(data: bytes, starts: np.ndarray, year_hint: int | None = None) -
         return _per_line(data, starts, year_hint)
     a = np.frombuffer(b"\n" * _PAD + data + b"\n" * 48, dtype=np.uint8)  # reads off the ends see newlines
     size = len(data)
-    dig = _DIG
+    dig, glog_letter, glog_before, days = _tables()
     col = np.flatnonzero(a == 58)  # positions in `a`; the chunk's are _PAD less
     col = col[a[col + 3] == 58]  # HH:MM:SS has two colons three apart: few others do
     ok = dig[a[col - 2]] & dig[a[col - 1]] & dig[a[col + 1]] & dig[a[col + 2]] & dig[a[col + 4]] & dig[a[col + 5]]
@@ -185,7 +188,7 @@ def chunk_times(data: bytes, starts: np.ndarray, year_hint: int | None = None) -
     mdy = (b1 == 32) & (a[q - 9] == 47) & (a[q - 6] == 47)
     for k in (11, 10, 8, 7, 5, 4, 3, 2):
         mdy &= dig[a[q - k]]
-    glog = (b1 == 32) & _GLOG_LETTER[a[q - 6]] & _GLOG_BEFORE[a[q - 7]]
+    glog = (b1 == 32) & glog_letter[a[q - 6]] & glog_before[a[q - 7]]
     for k in (5, 4, 3, 2):
         glog &= dig[a[q - k]]
     keep = iso | mdy | glog
@@ -221,7 +224,7 @@ def chunk_times(data: bytes, starts: np.ndarray, year_hint: int | None = None) -
     tm = np.where(colon, _num(a, tz_at + 4, 2), np.where(plain, _num(a, tz_at + 3, 2), 0))
     # validity (the year of glog candidates is checked once it is known, below)
     valid = (mo >= 1) & (mo <= 12) & (d >= 1) & (hh <= 23) & (mi <= 59) & (ss <= 59)
-    valid &= d <= _DAYS_NP[np.clip(mo, 0, 12)]
+    valid &= d <= days[np.clip(mo, 0, 12)]
     full = iso | mdy
     valid &= ~full | ((y >= YEAR_MIN) & (y <= YEAR_MAX) & ~((mo == 2) & (d == 29) & ~_leap_np(y)))
     valid &= ~has_tz | (t0 == 90) | ((th <= 23) & (tm <= 59))

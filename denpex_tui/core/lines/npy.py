@@ -1,0 +1,16 @@
+"""numpy, imported when first used: ``from denpex_tui.core.lines import npy as np``.
+
+numpy costs 90 ms to import, a third of a command's start-up, and a small log (a one-line file,
+``explain`` on a pasted traceback, ``--help``) never needs it: the chunk paths take numpy only
+for spans of tens of kilobytes. The first attribute read imports numpy (under the import lock,
+so two threads that get here together import it once) and copies its namespace here, so later
+reads are plain module lookups, no slower than on numpy itself."""
+
+from __future__ import annotations
+
+
+def __getattr__(name: str):
+    import numpy
+
+    globals().update((k, v) for k, v in vars(numpy).items() if not k.startswith("__"))
+    return getattr(numpy, name)
