@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
+from .lines import npy
 from .lines.chunk import chunk_lines
 from .lines.index import FileIndex
 from .lines.reader import SourceError, line_start_after, read_chunks, text_kind
@@ -423,6 +424,7 @@ def _pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_timeou
     if ctx is None:
         _serial(tasks, matcher, joiner, index, partial_tail, io_timeout, progress)
         return
+    npy.load()  # before the fork: no worker may inherit numpy half-imported by another thread
     _WORKER["matcher"] = matcher  # the workers start with it compiled
     order = sorted(tasks, key=lambda t: -t.size)
     progress._shared = ctx.Value("q", 0)

@@ -14,3 +14,11 @@ def __getattr__(name: str):
 
     globals().update((k, v) for k, v in vars(numpy).items() if not k.startswith("__"))
     return getattr(numpy, name)
+
+
+def load() -> None:
+    """Import numpy now, in this thread. Called before forking workers: a child forked while
+    another thread is inside numpy's import inherits its module lock held by a thread that does
+    not exist there, and waits on it for ever (seen: watch's history pool hung at its first
+    chunk). Importing here first also waits for any thread already importing it."""
+    __getattr__("ndarray")

@@ -1,0 +1,88 @@
+"""numpy is imported on first use (core/lines/npy.py): a small log's commands never pay for it,
+and the history pool never forks while another thread is inside its import.
+
+Both run in a fresh interpreter: the test process has numpy imported long ago."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from helpers import CORPUS, ROOT
+
+CLEAN = CORPUS / "clean_run" / "console.log"
+
+
+def _run(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_a_small_log_is_scanned_without_importing_numpy(tmp_path):
+    log = tmp_path / "rank0.log"
+    log.write_bytes(CLEAN.read_bytes()[:4000])  # a few real lines of a torchrun console
+    r = _run("""
+        import sys
+        from denpex_tui.core.scan import scan_paths
+        from denpex_tui.render import report
+        res = scan_paths([sys.argv[1]], include_user=False)
+        assert res.bytes_read > 3000, (res.bytes_read, res.warnings)
+        print("numpy" in sys.modules)
+    """, str(log))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
+
+
+def test_the_history_pool_does_not_fork_while_another_thread_imports_numpy(tmp_path):
+    # watch's timeline thread touches numpy while the history thread forks its pool: a worker
+    # forked in the middle of that import inherited numpy's module lock held by a thread it does
+    # not have, and hung at its first chunk (watch stayed "reading history"). The import is held
+    # open here until half a second after it began, so the fork falls inside it every time.
+    body = CLEAN.read_bytes()
+    for i in range(2):  # two sources over the pool's threshold together: the pool forks
+        (tmp_path / f"rank{i}.log").write_bytes(body * (26_000_000 // len(body) + 1))
+    r = _run("""
+        import importlib.abc, importlib.util, sys, threading
+        started, release = threading.Event(), threading.Event()
+
+        class Slow(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name != "numpy":
+                    return None
+                sys.meta_path.remove(self)
+                spec = importlib.util.find_spec("numpy")
+                real = spec.loader
+
+                class Held(importlib.abc.Loader):
+                    def create_module(self, spec):
+                        return real.create_module(spec)
+
+                    def exec_module(self, module):
+                        started.set()
+                        release.wait()
+                        real.exec_module(module)
+
+                spec.loader = Held()
+                return spec
+
+        sys.meta_path.insert(0, Slow())
+        from denpex_tui.core.catalog import load_catalog
+        from denpex_tui.core.history import read_history
+        from denpex_tui.core.matcher import Matcher
+        from denpex_tui.core.sources import discover
+        from denpex_tui.core.lines import npy as np
+
+        assert "numpy" not in sys.modules
+        srcs = discover([sys.argv[1]]).sources
+        m = Matcher(load_catalog(include_user=False))
+        t = threading.Thread(target=lambda: np.zeros(3), daemon=True)  # the first use imports it
+        t.start()
+        assert started.wait(30)
+        threading.Timer(0.5, release.set).start()
+        got = []
+        read_history(srcs, m, got.append, jobs=2, io_timeout=5)
+        print(len(got), sum(len(h.processor.errors) for h in got))
+    """, str(tmp_path), timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["2", "0"]
