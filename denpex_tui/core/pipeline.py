@@ -40,6 +40,7 @@ from .lines.reader import drop_continued
 from .matcher import ANCHORS, ERROR_WORDS, VERSION_RULES, Matcher
 from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo, StopMark
 from .stopmarks import StopMarksMixin
+from .streamjump import JUMP_MIN_BYTES, StreamLines, covers
 from .streamtimes import StreamTimesMixin
 from .tracebacks import ORIG_TB_HEADER as _ORIG_TB
 from .tracebacks import TB_HEADER as _TB
@@ -131,8 +132,29 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
         i = 0
         ns = len(starts)
         self.chunk_begin(data, offset)
+        jump = None  # the chunk's lines by stream, made when a console's traceback is open in it
         while pos < n:
             if self.blocks or self.fb_active or self.windows:
+                if not (self.fb_active or self.windows) and self.info.kind == "console" and n >= JUMP_MIN_BYTES \
+                        and covers(self.blocks):
+                    # only the open tracebacks' streams and the candidates can change anything
+                    if jump is None:
+                        jump = StreamLines(data)
+                    nxt = jump.next_of(self.blocks.keys(), pos)
+                    while i < ns and starts[i] < pos:
+                        i += 1
+                    if i < ns and (nxt < 0 or starts[i] < nxt):
+                        nxt = starts[i]
+                    if nxt != pos:
+                        before = cur
+                        cur += newlines(data, pos, n if nxt < 0 else nxt)
+                        if cur >> 10 != before >> 10:
+                            self.close_quiet_blocks(cur)
+                        if nxt < 0:
+                            pos = n
+                            break
+                        pos = nxt
+                        continue
                 nl = data.find(b"\n", pos)
                 if nl < 0:
                     nl = n

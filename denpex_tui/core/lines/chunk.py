@@ -23,7 +23,7 @@ from .facts import LAUNCHER_LINES, line_facts
 from .formats import FORMATS, TEXT_RANK, active_formats
 from .times import chunk_times
 
-__all__ = ["ChunkLines", "chunk_lines", "line_starts", "newlines", "console_tags", "tag_of", "untag", "stream_labels", "text_ranks",
+__all__ = ["ChunkLines", "chunk_lines", "line_starts", "newlines", "console_tags", "console_streams", "tag_of", "untag", "stream_labels", "text_ranks",
            "label_kind"]
 
 
@@ -155,8 +155,8 @@ def text_ranks(data: bytes) -> set[int]:
     """The ranks in-text tags name in ``data`` ('[rank1/2]', DeepSpeed's '[Rank 0]'), found in C:
     a console without labels holds one stream per rank its lines name."""
     out = set()
-    for m in _TEXT_RANK.finditer(data):
-        n = m.group("n") if m.group("n") is not None else m.group("s")
+    for n, s in set(_TEXT_RANK.findall(data)):  # each distinct tag once (a rank's log has a million)
+        n = n or s
         if n and not n.startswith(b"-") and len(n) <= 7:
             out.add(int(n))
     return out
@@ -164,12 +164,29 @@ def text_ranks(data: bytes) -> set[int]:
 
 def console_tags(data: bytes, starts: np.ndarray, src=None) -> np.ndarray:
     """The door's (global, local) rank of every line of a console chunk, as tags."""
+    return _through_door(data, starts, lambda line: tag_of(*line_facts(line).ranks(src)))
+
+
+def console_streams(data: bytes, starts: np.ndarray) -> tuple[np.ndarray, list]:
+    """The door's stream of every line of a console chunk (``LineFacts.stream_key``): each
+    line's number in the list of the streams, in order of first sight."""
+    ids: dict = {}
+
+    def stream(line: bytes) -> int:
+        return ids.setdefault(line_facts(line).stream_key(), len(ids))
+
+    return _through_door(data, starts, stream), list(ids)
+
+
+def _through_door(data: bytes, starts: np.ndarray, value) -> np.ndarray:
+    """``value`` of every line of a console chunk, asked of the door once per distinct head
+    (labels, the first rank the text names, whether anything follows), not once per line."""
     n = len(starts)
     tags = np.zeros(n, dtype=np.int32)
     if not n:
         return tags
     if active_formats() != FORMATS:  # a user's prefix template: no label shortcut
-        return _door_tags(data, starts, range(n), tags, src)
+        return _door_values(data, starts, range(n), tags, value)
     heads = _HEAD.findall(b"\n" + data)
     if len(heads) > n:  # the empty match after the final newline
         heads = heads[:n]
@@ -195,21 +212,41 @@ def console_tags(data: bytes, starts: np.ndarray, src=None) -> np.ndarray:
         w, rest = k & 1, k >> 1
         h, mk = heads_by[rest // (len(mcode) + 1)], marks_by[rest % (len(mcode) + 1)]
         line = h if w else h + b"x"  # what follows a label matters only as "something"
-        vals[j] = tag_of(*line_facts(line + b" " + mk if mk else line).ranks(src))
+        vals[j] = value(line + b" " + mk if mk else line)
     tags[:] = vals[inv]
     special = _launcher_at(data)
-    if special:
-        lines = np.unique(np.searchsorted(starts, np.array(special, dtype=np.int64), side="right") - 1)
-        _door_tags(data, starts, lines.tolist(), tags, src)
+    lines = np.unique(np.searchsorted(starts, np.array(special, dtype=np.int64), side="right") - 1) \
+        if special else np.empty(0, dtype=np.int64)
+    lines = np.union1d(lines, _blank_tails(data, starts, whole))
+    if len(lines):
+        _door_values(data, starts, lines.tolist(), tags, value)
     return tags
 
 
-def _door_tags(data: bytes, starts: np.ndarray, which, tags: np.ndarray, src) -> np.ndarray:
+_SPACE_END = np.zeros(256, dtype=bool)
+_SPACE_END[[9, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+_SPACE_END[128:] = True  # the last byte of a multi-byte character: maybe a Unicode space
+
+
+def _blank_tails(data: bytes, starts: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """The lines a head stands for wrongly: after their labels only whitespace follows (the
+    door strips it: 'node-b:   ' is no host's line), which ``head + "x"`` would not show. Such
+    a line ends with whitespace (before a '\\r'); those few go through the door themselves."""
+    a = np.frombuffer(data, dtype=np.uint8)
+    ends = np.append(starts[1:] - 1, len(data) - 1 if data.endswith(b"\n") else len(data))
+    last = ends - 1
+    cr = (last >= starts) & (a[np.maximum(last, 0)] == 13)
+    last = last - cr
+    some = (last >= starts) & (whole == 0)
+    return np.flatnonzero(some & _SPACE_END[a[np.maximum(last, 0)]])
+
+
+def _door_values(data: bytes, starts: np.ndarray, which, tags: np.ndarray, value) -> np.ndarray:
     n = len(starts)
     for i in which:
         s = int(starts[i])
         e = int(starts[i + 1]) - 1 if i + 1 < n else len(data) - 1
-        tags[i] = tag_of(*line_facts(data[s:min(e, s + 512)]).ranks(src))
+        tags[i] = value(data[s:min(e, s + 512)])
     return tags
 
 
