@@ -424,7 +424,7 @@ def _pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_timeou
     if ctx is None:
         _serial(tasks, matcher, joiner, index, partial_tail, io_timeout, progress)
         return
-    npy.load()  # before the fork: no worker may inherit numpy half-imported by another thread
+    npy.import_now()  # before the fork: no worker may inherit numpy half-imported by another thread
     _WORKER["matcher"] = matcher  # the workers start with it compiled
     order = sorted(tasks, key=lambda t: -t.size)
     progress._shared = ctx.Value("q", 0)

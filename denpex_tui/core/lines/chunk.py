@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from denpex_tui.core.lines import npy as np
 
@@ -223,9 +224,12 @@ def _through_door(data: bytes, starts: np.ndarray, value) -> np.ndarray:
     return tags
 
 
-_SPACE_END = np.zeros(256, dtype=bool)
-_SPACE_END[[9, 11, 12, 13, 28, 29, 30, 31, 32]] = True
-_SPACE_END[128:] = True  # the last byte of a multi-byte character: maybe a Unicode space
+@lru_cache(maxsize=1)
+def _space_end():
+    out = np.zeros(256, dtype=bool)
+    out[[9, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+    out[128:] = True  # the last byte of a multi-byte character: maybe a Unicode space
+    return out
 
 
 def _blank_tails(data: bytes, starts: np.ndarray, whole: np.ndarray) -> np.ndarray:
@@ -238,7 +242,7 @@ def _blank_tails(data: bytes, starts: np.ndarray, whole: np.ndarray) -> np.ndarr
     cr = (last >= starts) & (a[np.maximum(last, 0)] == 13)
     last = last - cr
     some = (last >= starts) & (whole == 0)
-    return np.flatnonzero(some & _SPACE_END[a[np.maximum(last, 0)]])
+    return np.flatnonzero(some & _space_end()[a[np.maximum(last, 0)]])
 
 
 def _door_values(data: bytes, starts: np.ndarray, which, tags: np.ndarray, value) -> np.ndarray:

@@ -4,19 +4,22 @@ numpy costs 90 ms to import, a third of a command's start-up, and a small log (a
 ``explain`` on a pasted traceback, ``--help``) never needs it: the chunk paths take numpy only
 for spans of tens of kilobytes. The first attribute read imports numpy (under the import lock,
 so two threads that get here together import it once) and copies its namespace here, so later
-reads are plain module lookups, no slower than on numpy itself."""
+reads are plain module lookups, no slower than on numpy itself. This module's own names are
+kept (numpy has a ``load`` too)."""
 
 from __future__ import annotations
+
+_OWN = frozenset(("import_now",))
 
 
 def __getattr__(name: str):
     import numpy
 
-    globals().update((k, v) for k, v in vars(numpy).items() if not k.startswith("__"))
+    globals().update((k, v) for k, v in vars(numpy).items() if not k.startswith("__") and k not in _OWN)
     return getattr(numpy, name)
 
 
-def load() -> None:
+def import_now() -> None:
     """Import numpy now, in this thread. Called before forking workers: a child forked while
     another thread is inside numpy's import inherits its module lock held by a thread that does
     not exist there, and waits on it for ever (seen: watch's history pool hung at its first
