@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from denpex_tui.core.lines import npy
 from denpex_tui.core.model import SourceInfo
 
 from .messages import LevelsDone, SearchDone, TimelineChanged, ViewReady
@@ -50,6 +51,9 @@ class TimelineWorker:
         self.q.put(item)
 
     def start(self) -> None:
+        # numpy now, not at the first merge: its import (90 ms, a second under load) inside the
+        # settle window made lines that arrived during it late, merged at the end out of time order
+        npy.import_now()
         self._thread = threading.Thread(target=self._run, name="denpex-timeline", daemon=True)
         self._thread.start()
 
