@@ -100,3 +100,23 @@ def test_the_label_streams_of_a_chunk_are_the_doors_on_every_fixture_line():
                 assert fast == door, (case.name, data[s:e][:120])
         n += len(starts)
     assert n > 10_000
+
+
+def test_under_a_users_prefix_template_the_tracebacks_are_read_line_by_line(monkeypatch):
+    # the heads say nothing under a template: the chunk's every line would go through the door to
+    # learn its stream, more than the line-by-line read costs
+    from denpex_tui.core.lines.formats import set_prefix_template
+
+    case = next(c for c in CASES if "clean" not in c.name)
+    data = _one_file(case)
+    monkeypatch.setattr(pipeline, "JUMP_MIN_BYTES", 0)
+    built = []
+    orig = pipeline.StreamLines.__init__
+    monkeypatch.setattr(pipeline.StreamLines, "__init__", lambda self, d: built.append(1) or orig(self, d))
+    set_prefix_template("[${role_name}${local_rank}|${rank}]:")
+    try:
+        got = _read(data, 1 << 16)
+    finally:
+        set_prefix_template(None)
+    assert got["findings"] and not built
+    assert _read(data, 1 << 16)["findings"] and built  # and without it, the jump is taken

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .lines import npy as np
 from .lines.chunk import console_streams, line_starts
+from .lines.formats import FORMATS, active_formats
 
 JUMP_MIN_BYTES = 1 << 16  # a smaller chunk is cheaper read line by line
 # The streams a line's launcher labels name (a local rank, an srun task, a global rank): the
@@ -22,8 +23,10 @@ LABEL_KINDS = frozenset("ltg")
 
 
 def covers(keys) -> bool:
-    """Whether the jump can serve tracebacks open on these streams."""
-    return all(k is not None and k[0] in LABEL_KINDS for k in keys)
+    """Whether the jump can serve tracebacks open on these streams. Not under a user's prefix
+    template: the heads say nothing then, and the chunk's every line would go through the door
+    (more than the line-by-line read it saves)."""
+    return active_formats() == FORMATS and all(k is not None and k[0] in LABEL_KINDS for k in keys)
 
 
 class StreamLines:
