@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import line_chunks as _chunks
 
 from denpex_tui.core import streamtimes
 from denpex_tui.core.catalog import load_catalog
@@ -17,15 +18,6 @@ from denpex_tui.core.pipeline import SourceProcessor
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 CONSOLES = sorted(CORPUS.glob("*/console.log"))
-
-
-def _chunks(data: bytes, size: int) -> list[bytes]:
-    out, pos = [], 0
-    while pos < len(data):
-        end = data.find(b"\n", min(pos + size, len(data) - 1)) + 1 or len(data)
-        out.append(data[pos:end])
-        pos = end
-    return out
 
 
 def _last(path: Path, parts: list[bytes]) -> dict:

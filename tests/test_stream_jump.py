@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import line_chunks as _chunks
 
 from denpex_tui.core import pipeline
 from denpex_tui.core.catalog import load_catalog
@@ -28,15 +29,6 @@ MATCHER = Matcher(load_catalog(include_user=False))
 def _one_file(case: Path) -> bytes:
     parts = [(case / "console.log").read_bytes()] + [p.read_bytes() for p in sorted((case / "logs").rglob("*.log"))]
     return b"".join(x if x.endswith(b"\n") or not x else x + b"\n" for x in parts)
-
-
-def _chunks(data: bytes, size: int) -> list[bytes]:
-    out, pos = [], 0
-    while pos < len(data):
-        end = data.find(b"\n", min(pos + size, len(data) - 1)) + 1 or len(data)
-        out.append(data[pos:end])
-        pos = end
-    return out
 
 
 def _read(data: bytes, size: int) -> dict:
