@@ -10,8 +10,7 @@ from textual.css.query import NoMatches
 
 import functools
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -27,7 +26,6 @@ from denpex_tui.live.events import FindingEvent, HistoryDone, HistoryProgress, I
 from denpex_tui.live.proctable import ProcessEvent
 from denpex_tui.live.sources import SourceEvent
 from denpex_tui.live.stall import StallCleared, StallEvent
-from denpex_tui.live.tailer import TailOptions
 
 from .actions import PANES, WatchActions
 from .levels import LevelActions
@@ -35,6 +33,7 @@ from .feed import feed
 from .fixfeed import FixFeed
 from .messages import EngineBatch, EngineDone, ProbeUpdate, TimelineChanged, ViewReady
 from .model import WatchState
+from .options import WatchOptions, watch_engine
 from .probing import ProbeLoop
 from .timeline import Timeline
 from .timelinework import TimelineWorker
@@ -50,32 +49,6 @@ from .widgets.status import StatusBar, fmt_elapsed
 
 __all__ = ["DenpexApp", "WatchOptions"]
 
-
-
-@dataclass
-class WatchOptions:
-    paths: list[str] = field(default_factory=list)
-    execs: list[str] = field(default_factory=list)
-    pids: list[int] = field(default_factory=list)
-    probe_paths: list[str] = field(default_factory=list)
-    theme: str | None = None
-    processes: bool = True  # the engine's process table (exits on the timeline)
-    probes: bool = True
-    discover: bool | None = None
-    keep_lines: int = 1000  # live lines per chunk from the engine (history: the timeline reads the files back)
-    notice: str = ""
-    root: str | None = None
-    clock: Callable[[], float] = time.time
-    started: float | None = None  # when the session began by ``clock`` (watch: the process start)
-    probe_interval: float = 5.0
-    max_stat_rate: float = 500.0  # the tailer's cap on metadata calls per second
-    max_files: int = 10000  # the tailer's cap on followed files (live/filecap.py)
-    all_users: bool = False  # follow other users' training processes too (issue 14)
-    demo_root: str | None = None  # watch --demo: its checkpoint disk is the demo's simulated one
-    notify: bool = False  # bell + OSC 9 desktop notification when the diagnosis changes
-    quiet_s: float = 30.0  # no new log line for this long: the job is quiet, clocks show minutes
-    probe_specs: list | None = None  # other nodes' probes (transports.ChannelSpec): app/remote.py
-    probe_wait: float = 20.0  # seconds for a node's first snapshot before it counts as no answer
 
 
 class DenpexApp(FixFeed, LevelActions, WatchActions, App):
@@ -117,10 +90,7 @@ class DenpexApp(FixFeed, LevelActions, WatchActions, App):
         super().__init__()
         self.options = options
         self.catalog = catalog
-        self.engine = engine or Engine(options.paths, catalog, execs=options.execs, processes=options.processes,
-                                       keep_lines=options.keep_lines, index=True,
-                                       tailer_options=TailOptions(max_meta_per_s=options.max_stat_rate,
-                                                                          max_files=options.max_files))
+        self.engine = engine or watch_engine(options, catalog)
         if hasattr(self.engine, "start_history"):  # the history is read while the UI starts up
             self.engine.start_history()
         self.state = WatchState()
