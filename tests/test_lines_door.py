@@ -154,3 +154,36 @@ def test_reader_offsets_are_exact_and_ranges_join_to_the_whole(tmp_path, monkeyp
                     joined.append((off + q, ln))
                     q += len(ln) + 1
         assert joined == want, (bounds, os.path.getsize(p))
+
+
+# Real lines (failure-messages.md D1, G4, B2) for the console-tag edge cases below.
+_D1 = (b"[rank0]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] Watchdog caught collective "
+       b"operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=131072000, NumelOut=131072000, "
+       b"Timeout(ms)=600000) ran for 600081 milliseconds before timing out.")
+_G4 = (b"  0: slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some of the step tasks have "
+       b"been OOM Killed.")
+_B2 = b"[2024-04-09 15:39:37,942] [INFO] [logging.py:96:log_dist] [Rank 3]"
+
+
+def _door_tags(data: bytes) -> list[int]:
+    return [tag_of(*line_facts(ln[:512]).ranks()) for ln in data.split(b"\n")[:-1]]
+
+
+def test_console_tags_hold_at_the_chunks_end_and_through_a_launcher_relay():
+    """An in-text tag in the chunk's last bytes (its window runs past the end), a launcher's
+    line relayed through a task label, and ordinary labelled lines: each tag is the door's."""
+    data = b"\n".join([_D1, _G4, _D1.replace(b"[rank0]", b"[rank5]"), _B2]) + b"\n"
+    assert console_tags(data, line_starts(data)).tolist() == _door_tags(data)
+    assert console_tags(data, line_starts(data)).tolist()[1] == 0  # slurmstepd's, not task 0's
+
+
+def test_console_tags_are_right_when_every_row_hash_collides(monkeypatch):
+    """The distinct in-text tags are grouped by a hash, checked row for row: with every hash
+    equal, the check fails and the rows themselves are sorted, giving the same tags."""
+    from denpex_tui.core.lines import chunk
+
+    data = b"".join(ln + b"\n" for ln in (_D1, _B2, _B2.replace(b"[Rank 3]", b"[Rank 7]"), _B2)) * 40
+    want = console_tags(data, line_starts(data)).tolist()
+    monkeypatch.setattr(chunk, "_row_hash", lambda u: np.zeros(len(u), dtype=np.uint64))
+    assert console_tags(data, line_starts(data)).tolist() == want == _door_tags(data)
+    assert len(set(want)) > 2

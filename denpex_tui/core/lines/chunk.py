@@ -15,6 +15,7 @@ whole. A test holds this equal to the door, line by line, on every fixture.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -91,7 +92,6 @@ _HEAD = re.compile(
 # A rank the text names (read when the labels give none), and a launcher's own line: the door
 # reads these from more of the line than its label.
 _TEXT_RANK = re.compile(TEXT_RANK.pattern.encode())  # the door's own rule, on bytes
-_LAUNCHER_WORDS = tuple(w.encode() for w in LAUNCHER_LINES)
 _MARK_MAX = 21  # the longest in-text tag: '[rank1234567/1234567]'
 
 
@@ -110,46 +110,84 @@ def _text_marks(data: bytes) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
     and no '[' inside, so tags never overlap); the regular expression is asked once per
     distinct cut, not once per line."""
     a = np.frombuffer(data, dtype=np.uint8)
-    nxt = a[1:]
-    cand = np.flatnonzero((a[:-1] == 91) & ((nxt == 114) | (nxt == 82)))
+    cand = np.flatnonzero(a[:-1] == 91)  # every '[' (a few per line), then those before r/R
+    nxt = a[cand + 1]
+    cand = cand[(nxt == 114) | (nxt == 82)]
     none = (np.empty(0, np.int64), np.empty(0, np.int64), [])
     if not len(cand):
         return none
-    k = np.arange(_MARK_MAX, dtype=np.int64)
-    at = np.minimum(cand[:, None] + k, len(a) - 1)
-    win = a[at]
-    win[cand[:, None] + k >= len(a)] = 0
+    win = _windows(a, cand, _MARK_MAX)
     close = win == 93
     has = close.any(axis=1)
     cand, win, close = cand[has], win[has], close[has]
     if not len(cand):
         return none
     end = close.argmax(axis=1)
-    win[k[None, :] > end[:, None]] = 0  # what follows the ']' is no part of the tag
-    keys = np.ascontiguousarray(win).view(f"V{_MARK_MAX}").ravel()
-    uniq, inv = np.unique(keys, return_inverse=True)
-    code_of = np.zeros(len(uniq), dtype=np.int64)
+    win[np.arange(_MARK_MAX)[None, :] > end[:, None]] = 0  # what follows the ']' is no part of the tag
+    rows, inv = _distinct_rows(win)
+    code_of = np.zeros(len(rows), dtype=np.int64)
     seen: dict[bytes, int] = {}
-    for j, u in enumerate(uniq.tolist()):
-        m = _TEXT_RANK.match(bytes(u).rstrip(b"\0"))
+    for j, u in enumerate(rows):
+        m = _TEXT_RANK.match(u.rstrip(b"\0"))
         if m is not None:
             code_of[j] = seen.setdefault(m.group(0), len(seen) + 1)
     tags = list(seen)
-    codes = code_of[inv.ravel()]
+    codes = code_of[inv]
     ok = codes > 0
     return cand[ok], codes[ok], tags
 
 
-def _launcher_at(data: bytes) -> list[int]:
-    """Where a launcher's own words are in ``data`` (``bytes.find`` per word: a line holds one
-    if and only if the alternation of the words would find one in it)."""
-    out: list[int] = []
-    for w in _LAUNCHER_WORDS:
-        i = data.find(w)
-        while i >= 0:
-            out.append(i)
-            i = data.find(w, i + len(w))
+def _windows(a: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """The ``width`` bytes of ``a`` from each of ``at`` (ascending), zeros past its end."""
+    out = np.zeros((len(at), width), dtype=np.uint8)
+    inner = int(np.searchsorted(at, len(a) - width, side="right"))
+    out[:inner] = np.lib.stride_tricks.sliding_window_view(a, width)[at[:inner]]
+    for j in range(inner, len(at)):  # the last few: cut by the end of the chunk
+        seg = a[at[j]:]
+        out[j, :len(seg)] = seg
     return out
+
+
+def _distinct_rows(win: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+    """The distinct rows of a byte matrix (as bytes) and each row's index among them. Rows are
+    told apart by a hash, and the grouping is checked row for row: a collision (never seen)
+    falls back to sorting the rows themselves."""
+    n, w = win.shape
+    wide = -(-w // 8) * 8
+    padded = np.zeros((n, wide), dtype=np.uint8)
+    padded[:, :w] = win
+    u = padded.view(np.uint64)
+    _, first, inv = np.unique(_row_hash(u), return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    if not (u == u[first][inv]).all():
+        keys = np.ascontiguousarray(win).view(f"V{w}").ravel()
+        _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+        inv = inv.ravel()
+    return [win[i].tobytes() for i in first.tolist()], inv
+
+
+def _row_hash(u: np.ndarray) -> np.ndarray:
+    """One 64-bit hash per row of a uint64 matrix (multiply-xor: rows differing in one byte
+    differ)."""
+    h = np.zeros(len(u), dtype=np.uint64)
+    for j in range(u.shape[1]):
+        h = (h ^ u[:, j]) * np.uint64(0x9E3779B97F4A7C15)
+    return h
+
+
+def _launcher_at(data: bytes) -> list[int]:
+    """Where the lines that hold a launcher's own words start, in one multi-literal scan
+    (Hyperscan, else RE2: a ``bytes.find`` per word took a quarter of a console's tags). Each
+    thread has its own scanner (a Hyperscan scratch serves one scan at a time)."""
+    pf = getattr(_SCAN, "launcher", None)
+    if pf is None:
+        from ..patterns import Prefilter
+
+        pf = _SCAN.launcher = Prefilter([(w, False) for w in LAUNCHER_LINES])
+    return pf.line_starts(data)
+
+
+_SCAN = threading.local()
 
 
 def text_ranks(data: bytes) -> set[int]:
