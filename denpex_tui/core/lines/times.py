@@ -245,25 +245,31 @@ def chunk_times(data: bytes, starts: np.ndarray, year_hint: int | None = None) -
         nf += run
         if k <= 6:
             us += run * ((W[19 + k].astype(np.int64) - 48) * 10 ** (6 - k))
-    tz = np.where(has_f, 9 + nf, 8) + 11  # the column where an offset would start
-    rows = np.arange(len(q))
+    tz = np.where(has_f, 9 + nf, 8) + 11  # the row of W where an offset would start
+    t0 = W[tz, np.arange(len(q))]
+    # offset (iso only): Z | [+-]HH:?MM, read where one may be (most logs write none)
+    sign = np.zeros(len(q), dtype=np.int64)
+    th = np.zeros(len(q), dtype=np.int64)
+    tm = np.zeros(len(q), dtype=np.int64)
+    has_tz = t0 == 90
+    has_tz &= iso
+    r = np.flatnonzero(iso & ((t0 == 43) | (t0 == 45)))
+    if len(r):
+        zr = tz[r]
 
-    def tz_at(k: int) -> np.ndarray:
-        return W[tz + k, rows]
+        def tz_at(k: int) -> np.ndarray:
+            return W[zr + k, r]
 
-    # offset (iso only): Z | [+-]HH:?MM
-    t0 = tz_at(0)
-    sign = np.where(t0 == 43, 1, np.where(t0 == 45, -1, 0))
-    th_ok = (sign != 0) & dig[tz_at(1)] & dig[tz_at(2)]
-    colon = th_ok & (tz_at(3) == 58) & dig[tz_at(4)] & dig[tz_at(5)]
-    plain = th_ok & ~colon & dig[tz_at(3)] & dig[tz_at(4)]
-    has_tz = iso & ((t0 == 90) | colon | plain)
+        def tz_num(k: int) -> np.ndarray:
+            return (tz_at(k).astype(np.int64) - 48) * 10 + (tz_at(k + 1).astype(np.int64) - 48)
 
-    def tz_num(k: int) -> np.ndarray:
-        return (W[tz + k, rows].astype(np.int64) - 48) * 10 + (W[tz + k + 1, rows].astype(np.int64) - 48)
-
-    th = np.where(colon | plain, tz_num(1), 0)
-    tm = np.where(colon, tz_num(4), np.where(plain, tz_num(3), 0))
+        sign[r] = np.where(t0[r] == 43, 1, -1)
+        th_ok = dig[tz_at(1)] & dig[tz_at(2)]
+        colon = th_ok & (tz_at(3) == 58) & dig[tz_at(4)] & dig[tz_at(5)]
+        plain = th_ok & ~colon & dig[tz_at(3)] & dig[tz_at(4)]
+        has_tz[r] = colon | plain
+        th[r] = np.where(colon | plain, tz_num(1), 0)
+        tm[r] = np.where(colon, tz_num(4), np.where(plain, tz_num(3), 0))
     # validity (the year of glog candidates is checked once it is known, below)
     valid = (mo >= 1) & (mo <= 12) & (d >= 1) & (hh <= 23) & (mi <= 59) & (ss <= 59)
     valid &= d <= days[np.clip(mo, 0, 12)]
