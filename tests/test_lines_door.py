@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -82,7 +83,11 @@ def test_the_time_rule_in_numpy_is_the_per_line_rule_on_generated_lines(lines, h
     assert ((np.isnan(fast.epoch) & np.isnan(slow)) | (fast.epoch == slow)).all()
 
 
-def test_console_tags_are_the_doors_ranks_on_every_fixture_line():
+@pytest.mark.parametrize("hs_min", [0, 1 << 40])  # a launcher's words by Hyperscan (when installed), by RE2
+def test_console_tags_are_the_doors_ranks_on_every_fixture_line(monkeypatch, hs_min):
+    from denpex_tui.core.lines import chunk
+
+    monkeypatch.setattr(chunk, "_HS_MIN", hs_min)
     n = 0
     for p, data in _logs():
         starts = line_starts(data)

@@ -176,17 +176,22 @@ def _row_hash(u: np.ndarray) -> np.ndarray:
 
 
 def _launcher_at(data: bytes) -> list[int]:
-    """Where the lines that hold a launcher's own words start, in one multi-literal scan
-    (Hyperscan, else RE2: a ``bytes.find`` per word took a quarter of a console's tags). Each
-    thread has its own scanner (a Hyperscan scratch serves one scan at a time)."""
-    pf = getattr(_SCAN, "launcher", None)
+    """Where the lines that hold a launcher's own words start, in one multi-literal scan (a
+    ``bytes.find`` per word took a quarter of a big console's tags): Hyperscan for a chunk of
+    :data:`_HS_MIN` bytes or more, else RE2 (a small job compiles no Hyperscan database). Each
+    thread has its own scanners (a Hyperscan scratch serves one scan at a time)."""
+    small = len(data) < _HS_MIN
+    key = "small" if small else "big"
+    pf = getattr(_SCAN, key, None)
     if pf is None:
         from ..patterns import Prefilter
 
-        pf = _SCAN.launcher = Prefilter([(w, False) for w in LAUNCHER_LINES])
+        pf = Prefilter([(w, False) for w in LAUNCHER_LINES], small=small)
+        setattr(_SCAN, key, pf)
     return pf.line_starts(data)
 
 
+_HS_MIN = 1 << 20  # Hyperscan's compile of the five words costs about what it saves on 1 MB
 _SCAN = threading.local()
 
 
