@@ -47,7 +47,27 @@ def test_the_walk_and_the_numpy_pass_find_the_same_last_lines(path, size, monkey
     numpy_calls.clear()
     walked = _last(path, parts)
     assert not numpy_calls
-    monkeypatch.setattr(streamtimes, "_WALK_CONSOLE", 0)  # the numpy pass alone
+    monkeypatch.setattr(streamtimes, "_WALK_CONSOLE", 0)  # the jumps to each label's last lines
+    numpy_calls.clear()
+    jumped = _last(path, parts)
+    monkeypatch.setattr(streamtimes, "_JUMPS", 0)  # the numpy pass alone
+    numpy_calls.clear()
     numpy = _last(path, parts)
     assert numpy_calls
-    assert default == walked == numpy == _last(path, [data])
+    assert default == walked == jumped == numpy == _last(path, [data])
+
+
+def test_a_rank_quiet_at_a_chunks_end_is_found_without_the_numpy_pass(monkeypatch):
+    """The bench job's console: in 8 MB chunks, one of the four ranks is often not among the last
+    256 lines; its last line is found by jumping to its label, not by the pass over the chunk."""
+    path = next(p for p in CONSOLES if b"[default" in p.read_bytes())
+    data = path.read_bytes()
+    numpy_calls = []
+    orig = SourceProcessor._last_lines_numpy
+    monkeypatch.setattr(SourceProcessor, "_last_lines_numpy", lambda *a: numpy_calls.append(1) or orig(*a))
+    monkeypatch.setattr(streamtimes, "_WALK_CONSOLE", 1)  # every stream but the last one is far
+    jumped = _last(path, [data])
+    assert not numpy_calls
+    monkeypatch.setattr(streamtimes, "_JUMPS", 0)
+    assert _last(path, [data]) == jumped
+    assert numpy_calls

@@ -22,7 +22,7 @@ from datetime import datetime
 
 from denpex_tui.core.lines import npy as np
 
-from .lines.chunk import console_tags, line_starts, stream_labels, text_ranks
+from .lines.chunk import console_tags, line_starts, newlines, stream_labels, text_ranks
 from .lines.facts import LineFacts, line_facts
 from .lines.times import chunk_times, line_time
 from .model import LastLine
@@ -37,6 +37,7 @@ _WALK = 2000  # lines walked back from a chunk's end before the numpy pass
 # numpy pass over the chunk is cheaper (a stream silent for the chunk's last lines, or a label that
 # is no stream, like the `[1]:` of torchrun's failure summary, would walk all _WALK lines first).
 _WALK_CONSOLE = 256
+_JUMPS = 64  # untimed lines of one label tried from the chunk's end before the numpy pass decides
 
 
 class _Ctx:
@@ -150,8 +151,10 @@ class StreamTimesMixin:
         done_lines: list[tuple[LineFacts, int, int]] = []  # (facts, start, lines after it)
         walked_all = True
         want = 1
+        labels: list[bytes] = []
         if console:  # the streams the chunk's labels name (C speed), else those its lines' own tags name
-            want = len(stream_labels(data)) or max(1, len(text_ranks(data)))  # (a DeepSpeed console: [rank1/2])
+            labels = sorted(stream_labels(data))
+            want = len(labels) or max(1, len(text_ranks(data)))  # (a DeepSpeed console: [rank1/2])
         for _ in range(_WALK_CONSOLE if console else _WALK):
             if pos <= 0:
                 break
@@ -175,10 +178,53 @@ class StreamTimesMixin:
                 break
         else:
             walked_all = pos <= 0
+        if len(found) < want and not walked_all and labels:
+            if self._last_by_label(data, labels, found, done_lines):
+                walked_all = True
         if len(found) < want and not walked_all:
             done_lines += self._last_lines_numpy(data, found, end)
         for pre, start, after in done_lines:
             self._record_last(pre, offset + start, self.line_no - after + 1)
+
+    def _last_by_label(self, data: bytes, labels: list[bytes], found: set, done_lines: list) -> bool:
+        """The last timed line of each label's stream, found by jumping (``bytes.rfind``, in C)
+        from the chunk's end to the label's last lines, where the walk back did not reach it (a
+        rank quiet for the chunk's last few hundred lines). True when every label is accounted
+        for: its stream's last line found (or a later line of the same stream already was), or
+        none of its lines is timed (``[1]:`` of torchrun's failure summary is no stream). False
+        when a label has more untimed lines than :data:`_JUMPS` at the end: the numpy pass
+        decides."""
+        for lab in labels:
+            needle = b"\n" + lab
+            p = len(data)
+            for _ in range(_JUMPS):
+                i = data.rfind(needle, 0, p)
+                if i >= 0:
+                    s = i + 1
+                elif data.startswith(lab) and p > 0:
+                    s = 0
+                else:
+                    break  # no timed line carries this label: no stream
+                p = s - 1 if s else 0
+                e = data.find(b"\n", s)
+                raw = data[s:e if e >= 0 else len(data)]
+                if line_time(raw, self.year_hint) is None:
+                    if s == 0:
+                        break
+                    continue
+                pre = line_facts(raw, self.year_hint)
+                key = None if pre.time is None or pre.launcher else self._last_key(pre)
+                if key is None:
+                    if s == 0:
+                        break
+                    continue
+                if key not in found:  # else a later line of its stream was found already
+                    found.add(key)
+                    done_lines.append((pre, s, newlines(data, s)))
+                break
+            else:
+                return False
+        return True
 
     def _last_lines_numpy(self, data: bytes, found: set, end: int) -> list:
         starts = line_starts(data)
