@@ -136,7 +136,9 @@ class Engine(JobFeed):
         own processes for a big job); each source's processor joins the job in the parse
         thread as it completes, with a diagnosis marked provisional until the last."""
         bl = self.backlog
-        out: asyncio.Queue = asyncio.Queue()
+        out: asyncio.Queue = asyncio.Queue()  # adopted sources' futures, and a wake-up at the end
+        submitted = [0]  # counted in the history thread, before it says the pass ended
+        received = 0
 
         def post(fn, *args) -> None:
             try:
@@ -151,6 +153,7 @@ class Engine(JobFeed):
                 fut = self._pool.submit(self._adopt, h)
             except RuntimeError:  # stopped meanwhile
                 return
+            submitted[0] += 1
             fut.add_done_callback(lambda f: post(out.put_nowait, f))
 
         task: asyncio.Future = loop.create_future()
@@ -160,13 +163,19 @@ class Engine(JobFeed):
                 post(lambda: task.done() or task.set_result(None))
             else:  # handed to the loop
                 post(lambda e=exc: task.done() or task.set_exception(e))
+            # wake the wait below now: the last source's diagnosis is final at once, not at the
+            # next progress tick (up to HISTORY_PROGRESS_S later)
+            post(out.put_nowait, None)
 
         bl.attach(adopt, done)  # the pass may have begun already (start_history)
         last = -1.0
         while True:
             try:
                 f = await asyncio.wait_for(out.get(), timeout=HISTORY_PROGRESS_S)
-                if f.exception() is None:
+                if f is None:
+                    pass
+                elif f.exception() is None:
+                    received += 1
                     for ev in f.result():
                         yield ev
                 else:
@@ -176,8 +185,8 @@ class Engine(JobFeed):
             if self._stopping:
                 return
             now = time.monotonic()
-            if task.done() and out.empty():
-                break
+            if task.done() and out.empty() and received >= submitted[0]:
+                break  # every source the pass read has joined (none still in the parse thread)
             if now - last >= HISTORY_PROGRESS_S:
                 last = now
                 pr = bl.progress
@@ -188,8 +197,9 @@ class Engine(JobFeed):
         await task  # raises what the pass raised
         while not out.empty():
             f = out.get_nowait()
-            for ev in f.result():
-                yield ev
+            if f is not None:
+                for ev in f.result():
+                    yield ev
         self.history_done = True
         self.tailer.start_at = bl.start_at()
         done = bl.done()
