@@ -162,14 +162,10 @@ class StreamTimesMixin:
             raw = data[start:pos]
             pos = start - 1
             lines_after += 1
-            if not raw or line_time(raw, self.year_hint) is None:
+            got = self._stream_line(raw, console)
+            if got is None:
                 continue
-            pre = line_facts(raw, self.year_hint)
-            if pre.time is None or pre.launcher:
-                continue
-            key = self._last_key(pre)
-            if console and key is None:
-                continue
+            pre, key = got
             if key in found:
                 continue
             found.add(key)
@@ -186,6 +182,19 @@ class StreamTimesMixin:
         for pre, start, after in done_lines:
             self._record_last(pre, offset + start, self.line_no - after + 1)
 
+    def _stream_line(self, raw: bytes, console: bool):
+        """(facts, stream key) of a timed line of a stream, else None (untimed, the launcher's
+        own, or a console line of no stream)."""
+        if not raw or line_time(raw, self.year_hint) is None:  # the time first: cheap
+            return None
+        pre = line_facts(raw, self.year_hint)
+        if pre.time is None or pre.launcher:
+            return None
+        key = self._last_key(pre)
+        if console and key is None:
+            return None
+        return pre, key
+
     def _last_by_label(self, data: bytes, labels: list[bytes], found: set, done_lines: list) -> bool:
         """The last timed line of each label's stream, found by jumping (``bytes.rfind``, in C)
         from the chunk's end to the label's last lines, where the walk back did not reach it (a
@@ -199,25 +208,15 @@ class StreamTimesMixin:
             p = len(data)
             for _ in range(_JUMPS):
                 i = data.rfind(needle, 0, p)
-                if i >= 0:
-                    s = i + 1
-                elif data.startswith(lab) and p > 0:
-                    s = 0
-                else:
+                s = i + 1 if i >= 0 else 0 if p > 0 and data.startswith(lab) else -1
+                if s < 0:
                     break  # no timed line carries this label: no stream
-                p = s - 1 if s else 0
+                p = max(s - 1, 0)
                 e = data.find(b"\n", s)
-                raw = data[s:e if e >= 0 else len(data)]
-                if line_time(raw, self.year_hint) is None:
-                    if s == 0:
-                        break
+                got = self._stream_line(data[s:e if e >= 0 else len(data)], True)
+                if got is None:
                     continue
-                pre = line_facts(raw, self.year_hint)
-                key = None if pre.time is None or pre.launcher else self._last_key(pre)
-                if key is None:
-                    if s == 0:
-                        break
-                    continue
+                pre, key = got
                 if key not in found:  # else a later line of its stream was found already
                     found.add(key)
                     done_lines.append((pre, s, newlines(data, s)))

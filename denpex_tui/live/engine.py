@@ -172,14 +172,12 @@ class Engine(JobFeed):
         while True:
             try:
                 f = await asyncio.wait_for(out.get(), timeout=HISTORY_PROGRESS_S)
-                if f is None:
-                    pass
-                elif f.exception() is None:
+                if f is not None:  # (None: the pass ended)
+                    if f.exception() is not None:
+                        raise f.exception()
                     received += 1
                     for ev in f.result():
                         yield ev
-                else:
-                    raise f.exception()
             except asyncio.TimeoutError:
                 pass
             if self._stopping:
