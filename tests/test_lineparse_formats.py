@@ -3,7 +3,7 @@ lines that must not be taken for a prefix, and numbers out of any sane range."""
 
 import pytest
 
-from denpex_tui.core.lines.chunk import stream_labels
+from denpex_tui.core.lines.heads import stream_labels
 from denpex_tui.core.lines.facts import parse_line
 from denpex_tui.core.lines.formats import FORMATS, compile_prefix_template, set_prefix_template
 

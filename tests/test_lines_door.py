@@ -85,9 +85,9 @@ def test_the_time_rule_in_numpy_is_the_per_line_rule_on_generated_lines(lines, h
 
 @pytest.mark.parametrize("hs_min", [0, 1 << 40])  # a launcher's words by Hyperscan (when installed), by RE2
 def test_console_tags_are_the_doors_ranks_on_every_fixture_line(monkeypatch, hs_min):
-    from denpex_tui.core.lines import chunk
+    from denpex_tui.core.patterns import LineScan
 
-    monkeypatch.setattr(chunk, "_HS_MIN", hs_min)
+    monkeypatch.setattr(LineScan, "hs_min", hs_min)
     n = 0
     for p, data in _logs():
         starts = line_starts(data)
@@ -186,10 +186,18 @@ def test_console_tags_hold_at_the_chunks_end_and_through_a_launcher_relay():
 def test_console_tags_are_right_when_every_row_hash_collides(monkeypatch):
     """The distinct in-text tags are grouped by a hash, checked row for row: with every hash
     equal, the check fails and the rows themselves are sorted, giving the same tags."""
-    from denpex_tui.core.lines import chunk
+    from denpex_tui.core.lines import rows
 
     data = b"".join(ln + b"\n" for ln in (_D1, _B2, _B2.replace(b"[Rank 3]", b"[Rank 7]"), _B2)) * 40
     want = console_tags(data, line_starts(data)).tolist()
-    monkeypatch.setattr(chunk, "_row_hash", lambda u: np.zeros(len(u), dtype=np.uint64))
+    monkeypatch.setattr(rows, "row_hash", lambda u: np.zeros(len(u), dtype=np.uint64))
     assert console_tags(data, line_starts(data)).tolist() == want == _door_tags(data)
     assert len(set(want)) > 2
+
+
+def test_a_console_chunk_shorter_than_an_in_text_tag_is_tagged():
+    """A live console chunk can be one short line: failure-messages D5's ``[rank13]: Last
+    error:`` (20 bytes with its newline, shorter than the longest in-text tag) raised
+    'window shape cannot be larger than input array shape' in the view's index."""
+    data = b"[rank13]: Last error:\n"
+    assert console_tags(data, line_starts(data)).tolist() == _door_tags(data)

@@ -26,7 +26,7 @@ were cut into chunks:
 
 from __future__ import annotations
 
-from .lines.chunk import stream_labels
+from .lines.heads import stream_labels
 from .lines.facts import PROGRESS_NEEDLES, line_facts, line_progress, shown_segment
 from .lines.reader import MAX_LINE
 from .model import StopMark

@@ -22,7 +22,8 @@ from datetime import datetime
 
 from denpex_tui.core.lines import npy as np
 
-from .lines.chunk import console_tags, line_starts, newlines, stream_labels, text_ranks
+from .lines.chunk import console_tags, line_starts, newlines, text_ranks
+from .lines.heads import stream_labels
 from .lines.facts import LineFacts, line_facts
 from .lines.times import chunk_times, line_time
 from .model import LastLine

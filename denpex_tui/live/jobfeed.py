@@ -16,7 +16,7 @@ from typing import Any
 from denpex_tui.core.catalog import Catalog
 from denpex_tui.core.history import SourceHistory
 from denpex_tui.core.job import JobState, ProcessorResult
-from denpex_tui.core.lines.chunk import label_kind, stream_labels
+from denpex_tui.core.lines.heads import label_kind, stream_labels
 from denpex_tui.core.lines.facts import line_facts
 from denpex_tui.core.lines.reader import MAX_LINE, read_tail
 from denpex_tui.core.matcher import Matcher

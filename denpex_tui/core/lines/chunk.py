@@ -5,8 +5,8 @@ time (the rule of :mod:`.times`, run in numpy) and, for a console (a file that i
 ranks), its rank *tag*: the global and local rank the door (:mod:`.facts`) gives the line,
 packed in one int. Tags are made without parsing every line in Python: a console's lines start
 with a few distinct launcher labels (``[default3]:``, ``[rank3]:``, ``  3: ``,
-``[1,3]<stderr>:``, ``host: ``...), so the label at the start of each line is found by one
-regular-expression pass over the chunk and the door is asked once per distinct label; the few
+``[1,3]<stderr>:``, ``host: ``...), so each line's head is found for the whole chunk at once
+(:mod:`.heads`) and the door is asked once per distinct head; the few
 lines whose rank the door would read elsewhere (an in-text ``[Rank 3]``/``[rank3/8]``, a
 launcher's own line relayed through a label, a user's prefix template) are given to the door
 whole. A test holds this equal to the door, line by line, on every fixture.
@@ -15,7 +15,6 @@ whole. A test holds this equal to the door, line by line, on every fixture.
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -23,10 +22,12 @@ from denpex_tui.core.lines import npy as np
 
 from .facts import LAUNCHER_LINES, line_facts
 from .formats import FORMATS, TEXT_RANK, active_formats
+from .heads import line_heads, starts_of
+from .rows import distinct_rows, line_starts, windows
 from .times import chunk_times
 
-__all__ = ["ChunkLines", "chunk_lines", "line_starts", "newlines", "console_tags", "console_streams", "tag_of", "untag", "stream_labels", "text_ranks",
-           "label_kind"]
+__all__ = ["ChunkLines", "chunk_lines", "line_starts", "newlines", "console_tags", "console_streams", "tag_of", "untag",
+           "text_ranks"]
 
 
 @dataclass(slots=True)
@@ -39,16 +40,6 @@ class ChunkLines:
 
     def __len__(self) -> int:
         return len(self.starts)
-
-
-def line_starts(data: bytes) -> np.ndarray:
-    """Start offsets of the lines of ``data`` (whole lines: it ends with a newline)."""
-    nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
-    out = np.empty(len(nl), dtype=np.int64)
-    if len(nl):
-        out[0] = 0
-        out[1:] = nl[:-1] + 1
-    return out
 
 
 _NP_SPAN = 1 << 16  # shorter spans: bytes.count (numpy's set-up costs more than it saves)
@@ -82,25 +73,10 @@ def untag(tag: int) -> tuple[int | None, int | None]:
     return (r if r >= 0 else None), (loc if loc >= 0 else None)
 
 
-# The labels a console line can open with, stacked (pod, host, srun task, torchrun, mpirun), and
-# the byte after them (a format may look at it). One match per line: a list index is a line.
-_HEAD = re.compile(
-    rb"\n((?:\[pod/[^\]\s\n]{1,300}\] )?(?:[A-Za-z0-9][\w.-]{0,62}: )?(?: {0,6}\d{1,7}: )?"
-    rb"(?:\[[A-Za-z_-]{0,63}\d{1,7}\]: ?|\[\d{1,7}(?:,\d{1,7})?\]<std\w{1,4}>: ?){0,3}[^\n]?)")
-# (matched after a newline, not with ^: the engine then skips to each newline at C speed)
-
 # A rank the text names (read when the labels give none), and a launcher's own line: the door
 # reads these from more of the line than its label.
 _TEXT_RANK = re.compile(TEXT_RANK.pattern.encode())  # the door's own rule, on bytes
 _MARK_MAX = 21  # the longest in-text tag: '[rank1234567/1234567]'
-
-
-def _codes(items: list[bytes]) -> tuple[np.ndarray, list[bytes]]:
-    """Each item's code (its distinct value's number, in order of first sight), at C speed."""
-    first = dict.fromkeys(items)
-    for i, k in enumerate(first):
-        first[k] = i
-    return np.fromiter(map(first.__getitem__, items), dtype=np.int64, count=len(items)), list(first)
 
 
 def _text_marks(data: bytes) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
@@ -116,7 +92,7 @@ def _text_marks(data: bytes) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
     none = (np.empty(0, np.int64), np.empty(0, np.int64), [])
     if not len(cand):
         return none
-    win = _windows(a, cand, _MARK_MAX)
+    win = windows(a, cand, _MARK_MAX)
     close = win == 93
     has = close.any(axis=1)
     cand, win, close = cand[has], win[has], close[has]
@@ -124,7 +100,7 @@ def _text_marks(data: bytes) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
         return none
     end = close.argmax(axis=1)
     win[np.arange(_MARK_MAX)[None, :] > end[:, None]] = 0  # what follows the ']' is no part of the tag
-    rows, inv = _distinct_rows(win)
+    rows, inv = distinct_rows(win)
     code_of = np.zeros(len(rows), dtype=np.int64)
     seen: dict[bytes, int] = {}
     for j, u in enumerate(rows):
@@ -137,62 +113,18 @@ def _text_marks(data: bytes) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
     return cand[ok], codes[ok], tags
 
 
-def _windows(a: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """The ``width`` bytes of ``a`` from each of ``at`` (ascending), zeros past its end."""
-    out = np.zeros((len(at), width), dtype=np.uint8)
-    inner = int(np.searchsorted(at, len(a) - width, side="right"))
-    out[:inner] = np.lib.stride_tricks.sliding_window_view(a, width)[at[:inner]]
-    for j in range(inner, len(at)):  # the last few: cut by the end of the chunk
-        seg = a[at[j]:]
-        out[j, :len(seg)] = seg
-    return out
-
-
-def _distinct_rows(win: np.ndarray) -> tuple[list[bytes], np.ndarray]:
-    """The distinct rows of a byte matrix (as bytes) and each row's index among them. Rows are
-    told apart by a hash, and the grouping is checked row for row: a collision (never seen)
-    falls back to sorting the rows themselves."""
-    n, w = win.shape
-    wide = -(-w // 8) * 8
-    padded = np.zeros((n, wide), dtype=np.uint8)
-    padded[:, :w] = win
-    u = padded.view(np.uint64)
-    _, first, inv = np.unique(_row_hash(u), return_index=True, return_inverse=True)
-    inv = inv.ravel()
-    if not (u == u[first][inv]).all():
-        keys = np.ascontiguousarray(win).view(f"V{w}").ravel()
-        _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
-        inv = inv.ravel()
-    return [win[i].tobytes() for i in first.tolist()], inv
-
-
-def _row_hash(u: np.ndarray) -> np.ndarray:
-    """One 64-bit hash per row of a uint64 matrix (multiply-xor: rows differing in one byte
-    differ)."""
-    h = np.zeros(len(u), dtype=np.uint64)
-    for j in range(u.shape[1]):
-        h = (h ^ u[:, j]) * np.uint64(0x9E3779B97F4A7C15)
-    return h
-
-
 def _launcher_at(data: bytes) -> list[int]:
     """Where the lines that hold a launcher's own words start, in one multi-literal scan (a
-    ``bytes.find`` per word took a quarter of a big console's tags): Hyperscan for a chunk of
-    :data:`_HS_MIN` bytes or more, else RE2 (a small job compiles no Hyperscan database). Each
-    thread has its own scanners (a Hyperscan scratch serves one scan at a time)."""
-    small = len(data) < _HS_MIN
-    key = "small" if small else "big"
-    pf = getattr(_SCAN, key, None)
-    if pf is None:
-        from ..patterns import Prefilter
+    ``bytes.find`` per word took a quarter of a big console's tags)."""
+    global _LAUNCHER
+    if _LAUNCHER is None:
+        from ..patterns import LineScan
 
-        pf = Prefilter([(w, False) for w in LAUNCHER_LINES], small=small)
-        setattr(_SCAN, key, pf)
-    return pf.line_starts(data)
+        _LAUNCHER = LineScan(LAUNCHER_LINES)
+    return _LAUNCHER.line_starts(data)
 
 
-_HS_MIN = 1 << 20  # Hyperscan's compile of the five words costs about what it saves on 1 MB
-_SCAN = threading.local()
+_LAUNCHER = None
 
 
 def text_ranks(data: bytes) -> set[int]:
@@ -231,10 +163,7 @@ def _through_door(data: bytes, starts: np.ndarray, value) -> np.ndarray:
         return tags
     if active_formats() != FORMATS:  # a user's prefix template: no label shortcut
         return _door_values(data, starts, range(n), tags, value)
-    heads = _HEAD.findall(b"\n" + data)
-    if len(heads) > n:  # the empty match after the final newline
-        heads = heads[:n]
-    hc, hcode = _codes(heads)
+    hc, hcode = line_heads(data, starts)
     hlen = np.array([len(h) for h in hcode], dtype=np.int64)[hc]
     # the first rank a line's text names (within the part of the line the door looks at)
     pos, codes, mcode = _text_marks(data)
@@ -300,7 +229,7 @@ def _door_values(data: bytes, starts: np.ndarray, which, tags: np.ndarray, value
 def chunk_lines(offset: int, data: bytes, *, console: bool, year_hint: int | None = None,
                 src=None, times: bool = True) -> ChunkLines:
     """``times=False``: a job of one source is merged with nothing: its lines need no time."""
-    starts = line_starts(data)
+    starts = starts_of(data)  # (kept from the pipeline's look at a console chunk's labels)
     if times:
         ct = chunk_times(data, starts, year_hint)
         epoch, hint = ct.epoch, ct.year_hint
@@ -308,31 +237,3 @@ def chunk_lines(offset: int, data: bytes, *, console: bool, year_hint: int | Non
         epoch, hint = np.full(len(starts), np.nan), year_hint
     tags = console_tags(data, starts, src) if console else None
     return ChunkLines(offset, starts, epoch, tags, hint)
-
-
-# The launcher labels at line starts, found in C over a whole chunk (which streams spoke: the
-# live engine's silence detector, the last-line walk), without parsing every line.
-_LABELS = re.compile(rb"\n(?:\[pod/[^\]\s]{1,300}\] )?(?:[A-Za-z][\w.-]{0,62}: )?"
-                     rb"(\[[A-Za-z_-]{0,63}\d{1,7}\]:|\[\d{1,7},\d{1,7}\]<std|\[\d{1,7}\]<std| {0,6}\d{1,7}: )")
-_LABEL_NUM = re.compile(rb"\d{1,7}(?=\]:|\]<|: )")
-
-
-def stream_labels(data: bytes) -> dict[bytes, int]:
-    """Launcher labels at line starts in ``data`` -> the number they carry. ``[defaultN]:``
-    gives a local rank, ``[rankN]:`` and mpirun's ``[j,N]<stderr>:`` a global one, srun's
-    ``  N: `` a task id; the label itself says which (see :func:`label_kind`)."""
-    out: dict[bytes, int] = {}
-    for lab in set(_LABELS.findall(b"\n" + data)):
-        m = _LABEL_NUM.search(lab)
-        if m:
-            out[lab] = int(m.group(0))
-    return out
-
-
-def label_kind(label: bytes) -> str:
-    """'local' ([defaultN]:), 'rank' ([rankN]:, mpirun), or 'task' (srun)."""
-    if label.startswith(b"[rank") or label.endswith(b"<std"):
-        return "rank"
-    if label.startswith(b"["):
-        return "local"
-    return "task"
