@@ -16,11 +16,15 @@ import re2
 
 from .lines.chunk import newlines
 from .lines.facts import line_facts
+from .patterns import LineScan
 
 __all__ = ["FirstError", "FirstErrorMixin"]
 
-# RE2 (a DFA): an alternation like this one runs ~25x faster than Python's engine on a chunk
-_CANDIDATE = re2.compile(rb"\bERROR\b|\bCRITICAL\b|\bFATAL\b|[EF]\d{4} \d\d:\d\d:\d\d|Traceback \(most")
+_WORDS = (r"\bERROR\b", r"\bCRITICAL\b", r"\bFATAL\b", r"[EF]\d{4} \d\d:\d\d:\d\d", r"Traceback \(most")
+# the lines holding one, over a whole chunk (Hyperscan: about 5x RE2's speed on a rank's 8 MB
+# chunk with none, the usual case until the failure), then the line's first one (RE2)
+_CANDIDATE = re2.compile("|".join(_WORDS).encode())
+_LINES = LineScan(_WORDS, regex=True)
 _HEAD = 160  # a level word further into its line is text, not the line's level
 
 
@@ -38,16 +42,15 @@ class FirstErrorMixin:
 
     def look_first_error(self, data: bytes, first_line: int) -> None:
         counted, line = 0, first_line
-        last_s = -1
-        for m in _CANDIDATE.finditer(data):
-            s = data.rfind(b"\n", 0, m.start()) + 1
-            if s == last_s or m.start() - s > _HEAD:
+        for s in _LINES.line_starts(data):
+            e = data.find(b"\n", s)
+            raw = data[s:e if e >= 0 else len(data)]
+            m = _CANDIDATE.search(raw)  # the line's first (a match never spans a newline)
+            if m is None or m.start() > _HEAD:
                 continue
-            last_s = s
             line += newlines(data, counted, s)
             counted = s
-            e = data.find(b"\n", s)
-            f = line_facts(data[s:e if e >= 0 else len(data)][:512], self.year_hint)
+            f = line_facts(raw[:512], self.year_hint)
             if f.text.startswith("Traceback (most") and f.time is None:
                 self.first_error = (line, None)
                 return

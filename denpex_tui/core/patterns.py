@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -50,6 +51,7 @@ __all__ = [
     "compile_pattern",
     "required_literal",
     "Prefilter",
+    "LineScan",
     "HAVE_RE2",
     "HAVE_HYPERSCAN",
 ]
@@ -225,10 +227,11 @@ class Prefilter:
     ``data`` that contain at least one literal, with the set of literal ids found on each.
     """
 
-    def __init__(self, literals: list[tuple[str, bool]], *, small: bool = False):
+    def __init__(self, literals: list[tuple[str, bool]], *, small: bool = False, regex: bool = False):
         """``small``: the bytes to scan are few (:data:`HYPERSCAN_WORTH`): Hyperscan's compile
         (about 35 ms of CPU for the catalog) costs more than RE2's slower scan saves, so RE2 is
-        used; both find the same lines."""
+        used; both find the same lines. ``regex``: the literals are regular expressions (in the
+        syntax both engines share, none matching a newline)."""
         self.literals = literals
         self.backend = "none"
         self._hs_db = None
@@ -239,7 +242,7 @@ class Prefilter:
         if HAVE_HYPERSCAN and not small and os.environ.get("DENPEX_PREFILTER", "") != "re2":
             try:
                 db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-                exprs = [re.escape(lit).encode("utf-8") for lit, _ in literals]
+                exprs = [(lit if regex else re.escape(lit)).encode("utf-8") for lit, _ in literals]
                 flags = [(_hs.HS_FLAG_CASELESS if ci else 0) for _, ci in literals]
                 db.compile(expressions=exprs, ids=list(range(len(literals))), elements=len(literals), flags=flags)
                 self._hs_db = db
@@ -248,10 +251,8 @@ class Prefilter:
                 return
             except Exception:  # pragma: no cover - fall back to RE2
                 self._hs_db = None
-        alternation = b"|".join(
-            (b"(?i:" + re.escape(lit).encode("utf-8") + b")") if ci else re.escape(lit).encode("utf-8")
-            for lit, ci in literals
-        )
+        exprs = [(lit if regex else re.escape(lit)).encode("utf-8") for lit, _ in literals]
+        alternation = b"|".join((b"(?i:" + e + b")") if ci else e for e, (_, ci) in zip(exprs, literals))
         if HAVE_RE2:
             opts = _re2.Options()
             opts.max_mem = 64 << 20
@@ -297,3 +298,26 @@ class Prefilter:
                 nl = data.find(b"\n", pos)
                 last_line_end = nl if nl >= 0 else len(data)
         return sorted(starts)
+
+
+class LineScan:
+    """The lines of a chunk that hold any of a few patterns, asked from any thread: Hyperscan
+    for a chunk of :attr:`hs_min` bytes or more, RE2 below (compiling a Hyperscan database costs
+    about what it saves on 1 MB, and a small job compiles none). Each thread has its own
+    scanners: a Hyperscan scratch serves one scan at a time."""
+
+    hs_min = 1 << 20
+
+    def __init__(self, patterns: Iterable[str], *, regex: bool = False):
+        self.patterns = [(p, False) for p in patterns]
+        self.regex = regex
+        self._local = threading.local()
+
+    def line_starts(self, data: bytes) -> list[int]:
+        small = len(data) < self.hs_min
+        key = "small" if small else "big"
+        pf = getattr(self._local, key, None)
+        if pf is None:
+            pf = Prefilter(self.patterns, small=small, regex=self.regex)
+            setattr(self._local, key, pf)
+        return pf.line_starts(data)
