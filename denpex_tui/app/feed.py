@@ -2,7 +2,8 @@
 
 ``feed()`` runs as the app's async worker: it iterates ``Engine.run()`` and posts one
 :class:`~denpex_tui.app.messages.EngineBatch` at most every ``flush_s`` (100 ms) while events
-flow, and nothing at all while the job is quiet (no timer ticks, no wake-ups). The job summary
+flow, and nothing at all while the job is quiet (no timer ticks, no wake-ups); the history's end
+and the final diagnosis are posted at once. The job summary
 (ranks, nodes, sources, last lines) is computed in the engine's parse thread through
 ``Engine.call``, so the screen never reads the job while the parser changes it.
 """
@@ -14,7 +15,7 @@ import os
 from typing import Any, Callable
 
 from denpex_tui.live.engine import Engine
-from denpex_tui.live.events import LinesEvent
+from denpex_tui.live.events import HistoryDone, IncidentEvent, LinesEvent
 
 from .messages import EngineBatch, EngineDone
 from .model import JobSummary
@@ -137,6 +138,11 @@ async def feed(engine: Engine, post: Callable[[Any], Any], *, flush_s: float = 0
                         if ln.rank is None and ln.local is not None:
                             pairs.add((ln.node_key, ln.local))
                 dirty = True
+                if isinstance(ev, HistoryDone) or (isinstance(ev, IncidentEvent) and not ev.incident.provisional):
+                    # the history's end (the view's merge starts from it) and the final
+                    # diagnosis are not held for the batch window
+                    await flush()
+                    continue
                 if deadline is None:
                     deadline = loop.time() + flush_s
                 continue
