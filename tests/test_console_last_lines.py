@@ -44,10 +44,12 @@ def test_the_walk_and_the_numpy_pass_find_the_same_last_lines(path, size, monkey
     default = _last(path, parts)
     assert default  # the consoles' streams have timed lines
     monkeypatch.setattr(streamtimes, "_WALK_CONSOLE", 10 ** 6)  # the walk alone
+    monkeypatch.setattr(streamtimes, "_WALK_LABELLED", 10 ** 6)
     numpy_calls.clear()
     walked = _last(path, parts)
     assert not numpy_calls
     monkeypatch.setattr(streamtimes, "_WALK_CONSOLE", 0)  # the jumps to each label's last lines
+    monkeypatch.setattr(streamtimes, "_WALK_LABELLED", 0)
     numpy_calls.clear()
     jumped = _last(path, parts)
     monkeypatch.setattr(streamtimes, "_JUMPS", 0)  # the numpy pass alone
@@ -65,7 +67,7 @@ def test_a_rank_quiet_at_a_chunks_end_is_found_without_the_numpy_pass(monkeypatc
     numpy_calls = []
     orig = SourceProcessor._last_lines_numpy
     monkeypatch.setattr(SourceProcessor, "_last_lines_numpy", lambda *a: numpy_calls.append(1) or orig(*a))
-    monkeypatch.setattr(streamtimes, "_WALK_CONSOLE", 1)  # every stream but the last one is far
+    monkeypatch.setattr(streamtimes, "_WALK_LABELLED", 1)  # every stream but the last one is far
     jumped = _last(path, [data])
     assert not numpy_calls
     monkeypatch.setattr(streamtimes, "_JUMPS", 0)

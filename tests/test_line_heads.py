@@ -54,6 +54,9 @@ def test_heads_and_labels_are_the_rules_on_every_fixture_log(always, size):
             want_heads, want_labels = _rules(chunk)
             assert [distinct[c] for c in codes.tolist()] == want_heads, p
             assert stream_labels(chunk) == want_labels, p
+            for since in (1, len(chunk) // 2, len(chunk) - 1):  # the labels of the lines from there on
+                first = chunk.find(b"\n", since - 1) + 1
+                assert stream_labels(chunk, since=since) == _rules(chunk[first:])[1], (p, since)
             o = openings(chunk)
             shortcut_lines += len(starts) - len(o.others)
             n += len(starts)

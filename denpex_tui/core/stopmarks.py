@@ -67,7 +67,7 @@ class StopMarksMixin:
             for k in [k for k, m in self.stop_marks.items() if m.offset < cutoff]:
                 del self.stop_marks[k]
         lo = max(0, len(data) - WINDOW)
-        want = (len(stream_labels(data[lo:])) or 1) if console else 1
+        want = (len(stream_labels(data, since=lo)) or 1) if console else 1
         found: set = set()
         nxt = {n: data.rfind(n, lo) for n in PROGRESS_NEEDLES}
         hits = 0

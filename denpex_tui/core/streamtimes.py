@@ -38,6 +38,10 @@ _WALK = 2000  # lines walked back from a chunk's end before the numpy pass
 # numpy pass over the chunk is cheaper (a stream silent for the chunk's last lines, or a label that
 # is no stream, like the `[1]:` of torchrun's failure summary, would walk all _WALK lines first).
 _WALK_CONSOLE = 256
+# A console whose streams have labels needs only a short walk: a label's last line is found by
+# jumping to it (bytes.rfind), a line or two through the door per label, where ranks written in
+# bursts (torchrun's tee: a pipe's worth of one rank at a time) took ~200 lines of walk a chunk.
+_WALK_LABELLED = 32
 _JUMPS = 64  # untimed lines of one label tried from the chunk's end before the numpy pass decides
 
 
@@ -156,7 +160,7 @@ class StreamTimesMixin:
         if console:  # the streams the chunk's labels name (C speed), else those its lines' own tags name
             labels = sorted(stream_labels(data))
             want = len(labels) or max(1, len(text_ranks(data)))  # (a DeepSpeed console: [rank1/2])
-        for _ in range(_WALK_CONSOLE if console else _WALK):
+        for _ in range((_WALK_LABELLED if labels else _WALK_CONSOLE) if console else _WALK):
             if pos <= 0:
                 break
             start = data.rfind(b"\n", 0, pos) + 1
@@ -204,6 +208,8 @@ class StreamTimesMixin:
         none of its lines is timed (``[1]:`` of torchrun's failure summary is no stream). False
         when a label has more untimed lines than :data:`_JUMPS` at the end: the numpy pass
         decides."""
+        lasts = []  # each label's last timed line
+        whole = True
         for lab in labels:
             needle = b"\n" + lab
             p = len(data)
@@ -215,16 +221,17 @@ class StreamTimesMixin:
                 p = max(s - 1, 0)
                 e = data.find(b"\n", s)
                 got = self._stream_line(data[s:e if e >= 0 else len(data)], True)
-                if got is None:
-                    continue
-                pre, key = got
-                if key not in found:  # else a later line of its stream was found already
-                    found.add(key)
-                    done_lines.append((pre, s, newlines(data, s)))
-                break
+                if got is not None:
+                    lasts.append((s, got))
+                    break
             else:
-                return False
-        return True
+                whole = False
+        # latest first: two labels of one stream give it their later line
+        for s, (pre, key) in sorted(lasts, key=lambda x: -x[0]):
+            if key not in found:  # else a later line of its stream was found already
+                found.add(key)
+                done_lines.append((pre, s, newlines(data, s)))
+        return whole
 
     def _last_lines_numpy(self, data: bytes, found: set, end: int) -> list:
         starts = line_starts(data)

@@ -122,16 +122,22 @@ def line_heads(data: bytes, starts: np.ndarray) -> tuple[np.ndarray, list[bytes]
     return codes, list(ids)
 
 
-def stream_labels(data: bytes) -> dict[bytes, int]:
+def stream_labels(data: bytes, since: int = 0) -> dict[bytes, int]:
     """Launcher labels at line starts in ``data`` -> the number they carry. ``[defaultN]:``
     gives a local rank, ``[rankN]:`` and mpirun's ``[j,N]<stderr>:`` a global one, srun's
-    ``  N: `` a task id; the label itself says which (see :func:`label_kind`)."""
+    ``  N: `` a task id; the label itself says which (see :func:`label_kind`). ``since``: of
+    the lines that start there or after."""
+    if since > 0:
+        since = data.find(b"\n", since - 1) + 1 or len(data)  # the first line starting there or after
     o = _shortcut(data)
     if o is None:
-        labels = set(_LABELS.findall(b"\n" + data))
+        labels = set(_LABELS.findall(b"\n" + data[since:] if since else b"\n" + data))
     else:
-        labels = {r[:k] for r, k in zip(o.rows, o.label) if k}
-        for i in o.others.tolist():
+        first = int(np.searchsorted(o.starts, since)) if since else 0
+        rows = np.unique(o.inv[first:]).tolist() if first else range(len(o.rows))
+        labels = {o.rows[j][:o.label[j]] for j in rows if o.label[j]}
+        others = o.others[np.searchsorted(o.others, first):] if first else o.others
+        for i in others.tolist():
             m = _LABELS_AT.match(data, int(o.starts[i]))
             if m is not None:
                 labels.add(m.group(1))
