@@ -13,10 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from denpex_tui.core.lines import reader, times
+from denpex_tui.core.lines import chunktimes, reader, times
 from denpex_tui.core.lines.chunk import console_tags, line_starts, tag_of
 from denpex_tui.core.lines.facts import line_facts, parse_line
-from denpex_tui.core.lines.times import chunk_times, line_time
+from denpex_tui.core.lines.chunktimes import chunk_times
+from denpex_tui.core.lines.times import line_time
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -41,20 +42,47 @@ def _per_line_times(data: bytes, starts, hint):
     return out
 
 
-def test_the_time_rule_in_numpy_is_the_per_line_rule_on_every_fixture_line(monkeypatch):
+_MODES = ("default", "line-starts", "whole-chunk")
+
+
+def _mode(mode: str):
+    """The ways chunk_times can take a chunk: as it chooses; every line read at its start and
+    the others one by one, however many; every colon pair of the chunk (the whole-chunk pass)."""
+    from denpex_tui.core.lines import chunktimes
+
+    saved = (chunktimes._FEW, chunktimes._at_line_starts)
+    if mode == "line-starts":
+        chunktimes._FEW = 0
+    elif mode == "whole-chunk":
+        chunktimes._at_line_starts = lambda *a: None
+
+    def undo():
+        chunktimes._FEW, chunktimes._at_line_starts = saved
+    return undo
+
+
+@pytest.mark.parametrize("mode", _MODES)
+def test_the_time_rule_in_numpy_is_the_per_line_rule_on_every_fixture_line(monkeypatch, mode):
     monkeypatch.setattr(times, "VECTOR_MIN_BYTES", 0)
-    n = 0
-    for p, data in _logs():
-        starts = line_starts(data)
-        if len(starts) < 64:
-            data = data * (64 // len(starts) + 1)  # the numpy path starts at 64 lines
+    undo = _mode(mode)
+    try:
+        n = 0
+        for p, data in _logs():
             starts = line_starts(data)
-        fast = chunk_times(data, starts, 2026).epoch
-        slow = _per_line_times(data, starts, 2026)
-        same = (np.isnan(fast) & np.isnan(slow)) | (fast == slow)
-        assert same.all(), (p, [data[int(starts[i]):int(starts[i]) + 120] for i in np.flatnonzero(~same)[:3]])
-        n += len(starts)
-    assert n > 10_000
+            if len(starts) < 64:
+                data = data * (64 // len(starts) + 1)  # the numpy path starts at 64 lines
+                starts = line_starts(data)
+            for hint in (2026, None):
+                got = chunk_times(data, starts, hint)
+                fast = got.epoch
+                slow = _per_line_times(data, starts, hint)
+                same = (np.isnan(fast) & np.isnan(slow)) | (fast == slow)
+                assert same.all(), (p, [data[int(starts[i]):int(starts[i]) + 120] for i in np.flatnonzero(~same)[:3]])
+                assert got.year_hint == chunktimes._per_line(data, starts, hint).year_hint, p
+            n += len(starts)
+        assert n > 10_000
+    finally:
+        undo()
 
 
 _STAMPS = st.sampled_from([
@@ -76,10 +104,20 @@ def test_the_time_rule_in_numpy_is_the_per_line_rule_on_generated_lines(lines, h
     old = times.VECTOR_MIN_BYTES
     times.VECTOR_MIN_BYTES = 0
     try:
-        fast = chunk_times(data, starts, hint)
+        got = {}
+        for mode in _MODES:
+            undo = _mode(mode)
+            try:
+                got[mode] = chunk_times(data, starts, hint)
+            finally:
+                undo()
     finally:
         times.VECTOR_MIN_BYTES = old
     slow = _per_line_times(data, starts, hint)
+    for mode, ct in got.items():
+        assert ((np.isnan(ct.epoch) & np.isnan(slow)) | (ct.epoch == slow)).all(), mode
+        assert ct.year_hint == chunktimes._per_line(data, starts, hint).year_hint, mode
+    fast = got["default"]
     assert ((np.isnan(fast.epoch) & np.isnan(slow)) | (fast.epoch == slow)).all()
 
 

@@ -25,7 +25,8 @@ from denpex_tui.core.lines import npy as np
 from .lines.chunk import console_tags, line_starts, newlines, text_ranks
 from .lines.heads import stream_labels
 from .lines.facts import LineFacts, line_facts
-from .lines.times import chunk_times, line_time
+from .lines.chunktimes import chunk_times
+from .lines.times import line_time
 from .model import LastLine
 
 __all__ = ["StreamTimesMixin", "WINDOW_LINES", "WINDOW_BYTES", "FIRST_LINES"]

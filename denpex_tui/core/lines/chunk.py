@@ -24,7 +24,7 @@ from .facts import LAUNCHER_LINES, line_facts
 from .formats import FORMATS, TEXT_RANK, active_formats
 from .heads import line_heads, starts_of
 from .rows import distinct_rows, line_starts, windows
-from .times import chunk_times
+from .chunktimes import chunk_times
 
 __all__ = ["ChunkLines", "chunk_lines", "line_starts", "newlines", "console_tags", "console_streams", "tag_of", "untag",
            "text_ranks"]
