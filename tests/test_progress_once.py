@@ -1,0 +1,153 @@
+"""Each rank log's steps and checkpoint saves counted by a tracker fed chunk by chunk
+(core/progress.py's ProgressTracker), as a pass that reads the log for other reasons can feed it.
+
+The counts must be what ``read_progress`` gave before: ``progress_main.json`` holds, for every
+readable file under tests/fixtures (the corpus, the runs, the wild logs), the Progress fields that
+main's ``read_progress`` (at ebe1f53, one sequential read) gave. The tracker must give the same
+fed whole, fed in chunks of any size, and fed as ranges joined (as the pass reads a big file)."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import CORPUS, ROOT, line_chunks
+
+from denpex_tui.core import progress
+from denpex_tui.core.lines.reader import line_start_after, read_chunks
+from denpex_tui.core.progress import ProgressTracker, read_progress
+
+FIXTURES = ROOT / "tests" / "fixtures"
+MAIN = json.loads((ROOT / "tests" / "progress_main.json").read_text())
+
+
+def _fields(p) -> list:
+    return [p.last_step, p.last_step_line, p.saves_started, p.saves_done, p.lines]
+
+
+def _fed(path: str, pieces) -> list:
+    t = ProgressTracker(path)
+    for piece in pieces:
+        t.feed(piece)
+    return _fields(t.result())
+
+
+def _joined(path: str, cuts: list[int], chunk: int = 4096, from_the_end: bool = False) -> tuple[list, int]:
+    """The file read as ranges starting at ``cuts`` (line starts), each by its own tracker, joined
+    (in order, or the last ones first); and how many save lines waited for the range before theirs."""
+    bounds = [0, *cuts]
+    trackers, waited = [], 0
+    for i, start in enumerate(bounds):
+        end = bounds[i + 1] if i + 1 < len(bounds) else None
+        t = ProgressTracker(path, at_start=i == 0)
+        for _off, data in read_chunks(path, start=start, end=end, chunk=chunk):
+            t.feed(data)
+        waited += sum(1 for _s, key, _at in t._early or () if key is None)
+        trackers.append(t)
+    if from_the_end:  # ranges joined before the one they follow is: their waiting saves wait on
+        acc = trackers[-1]
+        for t in reversed(trackers[:-1]):
+            t.join(acc)
+            acc = t
+    else:
+        acc = trackers[0]
+        for t in trackers[1:]:
+            acc.join(t)
+    return _fields(acc.result()), waited
+
+
+def _whole(path: str) -> bytes:
+    return b"".join(d for _o, d in read_chunks(path))
+
+
+def test_every_fixture_log_is_counted_as_main_counted_it():
+    assert len(MAIN) > 900 and any(v[2] or v[3] for v in MAIN.values())
+    for rel, want in sorted(MAIN.items()):
+        path = str(FIXTURES / rel)
+        assert _fields(read_progress(path)) == want, rel
+        data = _whole(path)
+        assert _fed(path, [data]) == want, rel
+        for size in (600, 4096, 1 << 20):
+            assert _fed(path, line_chunks(data, size)) == want, (rel, size)
+        for k in (2, 3):
+            cuts = sorted({c for c in (line_start_after(path, i * len(data) // k) for i in range(1, k))
+                           if c and 0 < c < len(data)})
+            assert _joined(path, cuts)[0] == want, (rel, cuts)
+
+
+def test_a_save_line_that_opens_a_range_takes_its_step_from_the_range_before():
+    """A range cut right before each save line: one that names no step (DeepSpeed's 'Copying
+    complete!') takes the last step line before it, in the range before."""
+    waited = 0
+    for rel, want in sorted(MAIN.items()):
+        if not (want[2] or want[3]):
+            continue
+        path = str(FIXTURES / rel)
+        data = _whole(path)
+        starts = progress._save_positions(data)[:6]
+        for s in starts:
+            if s == 0:
+                continue
+            got, n = _joined(path, [s])
+            assert got == want, (rel, s)
+            waited += n
+        if len(starts) > 2:  # three ranges, each opening with a save line
+            got, n = _joined(path, [c for c in starts[1:3] if c])
+            assert got == want, rel
+            waited += n
+    assert waited >= 4  # real look-backs crossed the cut (the fixtures' few save lines without a step)
+
+
+def test_a_read_cut_at_a_line_counts_what_came_before():
+    """verify's read_progress(path, stop_line): what the lines before the failure show."""
+    path = next((CORPUS / "enospc_checkpoint_fastfail" / "logs").glob("*/attempt_0/2/stdout.log"))
+    whole = read_progress(str(path))
+    lines = path.read_bytes().split(b"\n")
+    at = next(i for i, ln in enumerate(lines, 1) if b"Checkpoint save failed" in ln)
+    cut = read_progress(str(path), at)
+    assert cut.lines == at - 1 and cut.last_step == whole.last_step == 100
+    assert _fed(str(path), [b"".join(ln + b"\n" for ln in lines[: at - 1])]) == _fields(cut)
+
+
+def test_the_cuts_change_nothing_when_look_backs_are_short(monkeypatch):
+    """The fixtures are small beside the 256 KiB look-back and 64 KiB windows: with both cut to a
+    few KiB, save lines look back across chunks and ranges
+    and the last step is looked for window by window; fed in any chunks or as ranges, every
+    file's count is still its one read's."""
+    monkeypatch.setattr(progress, "_BACK", 3000)
+    monkeypatch.setattr(progress, "_WINDOW", 1000)
+    waited = 0
+    for rel, was in sorted(MAIN.items()):
+        if was[0] is None and not (was[2] or was[3]):
+            continue
+        path = str(FIXTURES / rel)
+        want = _fields(read_progress(path))
+        data = _whole(path)
+        for size in (600, 4096):
+            assert _fed(path, line_chunks(data, size)) == want, (rel, size)
+        cuts = [c for c in progress._save_positions(data)[1:4]]
+        cuts += [c for c in (line_start_after(path, i * len(data) // 3) for i in (1, 2)) if c and c < len(data)]
+        for c in sorted(set(cuts)):
+            got, n = _joined(path, [c], chunk=1024)
+            assert got == want, (rel, c)
+            waited += n
+        got, n = _joined(path, sorted(set(cuts)), chunk=1024)
+        assert got == want, rel
+        assert _joined(path, sorted(set(cuts)), chunk=1024, from_the_end=True)[0] == want, rel
+        waited += n
+    assert waited >= 4
+
+
+def test_the_counts_travel_between_processes():
+    """A range's tracker crosses from its worker to the parent (pickled): what it keeps is
+    bounded, whatever chunk it was fed last."""
+    import pickle
+
+    path = str(next((CORPUS / "clean_run" / "logs").glob("*/attempt_0/0/stdout.log")))
+    data = _whole(path)
+    for pieces in ([data], line_chunks(data, 600)):
+        t = ProgressTracker(path, at_start=False)
+        for piece in pieces:
+            t.feed(piece)
+        back = pickle.loads(pickle.dumps(t))
+        assert _fields(back.result()) == _fields(t.result())
+        assert len(back._tail) <= progress._BACK and len(back._head) <= progress._BACK
