@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import CORPUS, ROOT, line_chunks
 
 from denpex_tui.core import progress
@@ -97,6 +98,17 @@ def test_a_save_line_that_opens_a_range_takes_its_step_from_the_range_before():
     assert waited >= 4  # real look-backs crossed the cut (the fixtures' few save lines without a step)
 
 
+def test_save_lines_are_found_alike_by_hyperscan_and_re2(monkeypatch):
+    if progress._hyperscan() is None:
+        pytest.skip("Hyperscan is not installed")
+    for rel in sorted(MAIN):
+        data = _whole(str(FIXTURES / rel))
+        by_hs = progress._hyperscan().line_starts(data)
+        monkeypatch.setattr(progress, "HYPERSCAN_MIN", 1 << 62)
+        assert progress._save_positions(data) == by_hs, rel
+        monkeypatch.undo()
+
+
 def test_a_read_cut_at_a_line_counts_what_came_before():
     """verify's read_progress(path, stop_line): what the lines before the failure show."""
     path = next((CORPUS / "enospc_checkpoint_fastfail" / "logs").glob("*/attempt_0/2/stdout.log"))
@@ -110,11 +122,12 @@ def test_a_read_cut_at_a_line_counts_what_came_before():
 
 def test_the_cuts_change_nothing_when_look_backs_are_short(monkeypatch):
     """The fixtures are small beside the 256 KiB look-back and 64 KiB windows: with both cut to a
-    few KiB, save lines look back across chunks and ranges
+    few KiB (and Hyperscan searching every chunk), save lines look back across chunks and ranges
     and the last step is looked for window by window; fed in any chunks or as ranges, every
     file's count is still its one read's."""
     monkeypatch.setattr(progress, "_BACK", 3000)
     monkeypatch.setattr(progress, "_WINDOW", 1000)
+    monkeypatch.setattr(progress, "HYPERSCAN_MIN", 2000)
     waited = 0
     for rel, was in sorted(MAIN.items()):
         if was[0] is None and not (was[2] or was[3]):
