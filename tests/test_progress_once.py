@@ -1,5 +1,5 @@
-"""Each rank log's steps and checkpoint saves counted by a tracker fed chunk by chunk
-(core/progress.py's ProgressTracker), as a pass that reads the log for other reasons can feed it.
+"""Each rank log's steps and checkpoint saves counted once, in scan's pass (core/progress.py's
+ProgressTracker, core/progress_pass.py), not by reading every rank log again for the rhythm.
 
 The counts must be what ``read_progress`` gave before: ``progress_main.json`` holds, for every
 readable file under tests/fixtures (the corpus, the runs, the wild logs), the Progress fields that
@@ -13,12 +13,19 @@ import json
 import pytest
 from helpers import CORPUS, ROOT, line_chunks
 
-from denpex_tui.core import progress
+from denpex_tui.core import history, progress, rhythm
 from denpex_tui.core.lines.reader import line_start_after, read_chunks
 from denpex_tui.core.progress import ProgressTracker, read_progress
+from denpex_tui.core.scan import scan_paths
 
 FIXTURES = ROOT / "tests" / "fixtures"
 MAIN = json.loads((ROOT / "tests" / "progress_main.json").read_text())
+RUNS = FIXTURES / "runs"
+# the real runs whose scan shows a rhythm (checkpoint-related failures)
+RHYTHM_CASES = [CORPUS / "fd_leak_emfile", CORPUS / "enospc_checkpoint_fastfail",
+                CORPUS / "deepspeed_enospc_checkpoint", RUNS / "deepspeed_enospc", RUNS / "eacces_checkpoint",
+                RUNS / "enotempty_stale_checkpoint", RUNS / "erofs_checkpoint", RUNS / "restart_enospc",
+                RUNS / "two_node_skew_c10d", RUNS / "two_node_skewed_clock"]
 
 
 def _fields(p) -> list:
@@ -118,6 +125,73 @@ def test_a_read_cut_at_a_line_counts_what_came_before():
     cut = read_progress(str(path), at)
     assert cut.lines == at - 1 and cut.last_step == whole.last_step == 100
     assert _fed(str(path), [b"".join(ln + b"\n" for ln in lines[: at - 1])]) == _fields(cut)
+
+
+def _no_second_read(*_a, **_k):
+    raise AssertionError("the rhythm read a log again that the scan had counted")
+
+
+@pytest.mark.parametrize("case", RHYTHM_CASES, ids=lambda p: p.name)
+def test_the_rhythm_takes_the_counts_of_the_scans_pass(case, monkeypatch):
+    """Same rhythm as the file read again, with read_progress never called."""
+    again = scan_paths([str(case)], jobs=1)  # not counted: rhythm_of reads each rank log itself
+    want = [r.to_json() for r in rhythm.rhythm_of(again, case.name)]
+    assert want
+    once = scan_paths([str(case)], jobs=1, progress_steps_max=1 << 40)
+    monkeypatch.setattr(rhythm, "read_progress", _no_second_read)
+    assert [r.to_json() for r in rhythm.rhythm_of(once, case.name)] == want
+    if case.name == "fd_leak_emfile":  # tests/test_control_rhythm.py's numbers
+        assert want[0]["saves_completed"] == {"0": 9, "1": 9, "2": 9, "3": 8}
+
+
+def test_a_job_above_the_bound_is_not_counted_and_the_rhythm_reads_the_logs():
+    case = CORPUS / "fd_leak_emfile"
+    r = scan_paths([str(case)], jobs=1, progress_steps_max=1)
+    assert all(x.progress is None for x in r.job.results.values())
+    assert rhythm.rhythm_of(r, "fd")[0].failed_after == 8
+
+
+def test_ranges_read_in_parallel_join_into_the_counts_of_one_read(monkeypatch):
+    """The pass cut into ranges of 2 KB read by two forked workers, joined (by absorb, or by
+    reading a range again when a traceback crosses the cut): every source counted gives what
+    read_progress gives, and so does the rhythm."""
+    monkeypatch.setattr(history, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(history, "RANGE_BYTES", 2 << 10)
+    monkeypatch.setattr(history, "MIN_RANGE_BYTES", 1 << 10)
+    cut, refed = [], []
+    real_ranges, real_open = history._ranges, history.open_at_end
+
+    def open_at_end(p) -> bool:
+        if real_open(p):
+            refed.append(p.info.path)
+            return True
+        return False
+
+    monkeypatch.setattr(history, "_ranges", lambda s: cut.append(s.path) or real_ranges(s))
+    monkeypatch.setattr(history, "open_at_end", open_at_end)
+    counted: set[str] = set()
+    for case in RHYTHM_CASES[:3] + [CORPUS / "deepspeed_clean_run", CORPUS / "clean_run"]:
+        r = scan_paths([str(case)], jobs=2, progress_steps_max=1 << 40)
+        for path, res in r.job.results.items():
+            if res.progress is not None:
+                counted.add(path)
+                assert _fields(res.progress) == _fields(read_progress(path)), path
+        want = [x.to_json() for x in rhythm.rhythm_of(scan_paths([str(case)], jobs=1), case.name)]
+        with monkeypatch.context() as m:
+            m.setattr(rhythm, "read_progress", _no_second_read)
+            assert [x.to_json() for x in rhythm.rhythm_of(r, case.name)] == want, case.name
+    assert len(counted) > 20 and len(counted & set(cut)) > 10 and refed  # rank logs read as ranges, joined
+
+
+def test_a_console_of_several_ranks_is_not_counted():
+    """Its saves are every rank's: the rhythm leaves it out, so the pass stops counting it once
+    its lines have named two ranks; a DeepSpeed console of one rank is counted."""
+    r = scan_paths([str(CORPUS / "clean_run")], jobs=1, progress_steps_max=1 << 40)
+    consoles = [s for s in r.job.sources() if s.kind == "console"]
+    assert consoles and all(len(s.ranks) > 1 and r.job.results[s.path].progress is None for s in consoles)
+    ds = scan_paths([str(CORPUS / "deepspeed_clean_run")], jobs=1, progress_steps_max=1 << 40)
+    one = [s for s in ds.job.sources() if s.kind == "console" and len(s.ranks) == 1]
+    assert one and all(ds.job.results[s.path].progress.saves_done == [20, 40, 60, 80, 100] for s in one)
 
 
 def test_the_cuts_change_nothing_when_look_backs_are_short(monkeypatch):
