@@ -87,11 +87,11 @@ def cmd_footprint(args, _cfg) -> int:
 # -- verify -------------------------------------------------------------------------------
 
 
-def scan_logs(paths, sig_dirs=None, confine=None):
+def scan_logs(paths, sig_dirs=None, confine=None, progress_steps_max=0):
     from denpex_tui.core.scan import scan_paths
 
     try:
-        res = scan_paths(list(paths), signature_dirs=sig_dirs, confine=confine)
+        res = scan_paths(list(paths), signature_dirs=sig_dirs, confine=confine, progress_steps_max=progress_steps_max)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     if res.readable_sources == 0:
@@ -221,8 +221,14 @@ class ScanExtras:
             print_control(self.control, con)
 
 
-# The rhythm reads each rank's log once more: automatic for jobs up to this size, asked for above.
+# The rhythm counts each rank's saves in scan's pass: automatic for jobs up to this size, asked for above.
 RHYTHM_AUTO_BYTES = 256 << 20
+
+
+def rhythm_bytes(args) -> int:
+    """The biggest job whose rhythm this scan may show: its pass counts each rank log's steps and
+    saves up to that size (``scan_paths(progress_steps_max=...)``), so nothing is read twice."""
+    return sys.maxsize if getattr(args, "rhythm", False) or getattr(args, "runs", None) else RHYTHM_AUTO_BYTES
 
 
 def scan_extras(result, args) -> ScanExtras:
@@ -239,7 +245,7 @@ def scan_extras(result, args) -> ScanExtras:
     if (checkpoint_related(result) and auto) or runs:
         parts = [rhythm_of(result, " ".join(args.paths))]
         for r in runs:
-            parts.append(rhythm_of(scan_logs([r]), r))
+            parts.append(rhythm_of(scan_logs([r], progress_steps_max=sys.maxsize), r))
         rhythm = combine(parts)
         if not rhythm.runs:
             rhythm = None
@@ -255,8 +261,8 @@ def add_scan_options(s) -> None:
                    help="a healthy run of the same job: per rank, the first line with no counterpart there "
                         "(put it after the PATHs)")
     s.add_argument("--rhythm", action="store_true",
-                   help="count every rank's checkpoint saves before the failure even on a big job (it reads "
-                        "each rank's log once more; automatic up to 256 MB of logs)")
+                   help="count every rank's checkpoint saves before the failure even on a big job (it adds to "
+                        "the pass over each rank's log; automatic up to 256 MB of logs)")
     s.add_argument("--runs", action="append", metavar="PATH",
                    help="another failing run of the same job: is the number of checkpoint saves before the "
                         "failure the same? (repeatable)")

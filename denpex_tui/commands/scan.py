@@ -56,6 +56,8 @@ def cmd_scan(args, cfg) -> int:
         from denpex_tui.commands.checklist import scan_bundle
 
         return scan_bundle(paths[0], args)
+    from denpex_tui.commands.checklist import rhythm_bytes, scan_extras  # --control and the failure's rhythm
+
     try:
         result = scan_paths(
             paths,
@@ -65,6 +67,7 @@ def cmd_scan(args, cfg) -> int:
             attempt=args.attempt,
             since=args.since,
             io_timeout=args.io_timeout,
+            progress_steps_max=rhythm_bytes(args),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -73,8 +76,6 @@ def cmd_scan(args, cfg) -> int:
         return EXIT_ERROR
     for w in result.warnings:
         error("warning: " + w)
-    from denpex_tui.commands.checklist import scan_extras  # --control and the failure's rhythm
-
     extras = scan_extras(result, args)
     if args.json:
         json_out({**result.to_json(), **extras.json})

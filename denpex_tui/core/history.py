@@ -25,8 +25,9 @@ import time
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from . import progress_pass
 from .lines import npy
 from .lines.chunk import chunk_lines
 from .lines.index import FileIndex
@@ -35,6 +36,9 @@ from .matcher import Matcher
 from .model import SourceInfo
 from .pipeline import SourceProcessor
 from .ranges import absorb, join_index, open_at_end
+
+if TYPE_CHECKING:
+    from .progress import ProgressTracker
 
 __all__ = ["SourceHistory", "ReadProgress", "read_history", "PARALLEL_MIN_BYTES", "RANGE_BYTES", "IO_TIMEOUT_S"]
 
@@ -53,6 +57,7 @@ class SourceHistory:
     stop: int = 0  # offset after the last line read (a follower starts there)
     ident: tuple[int, int] | None = None  # (device, inode) of the file read
     kind: str = "text"
+    progress: ProgressTracker | None = None  # its steps and saves, counted as it was read (progress_steps)
 
 
 class ReadProgress:
@@ -70,6 +75,7 @@ class ReadProgress:
         self.ended: float | None = None
         self.cancelled = False
         self.unknown_only = False  # scan's pass for error-looking lines no detector knows
+        self.progress_steps = False  # scan's: each rank log's steps and saves counted too (progress_pass)
 
     def cancel(self) -> None:
         """Stop reading (the user quit): what is being read is dropped."""
@@ -131,6 +137,7 @@ def _run(task: _Task, matcher: Matcher, index: bool | str, partial_tail: bool, b
             last = task.part == task.parts - 1
             stop = box.get("should_stop")
             unknown_only = box.get("unknown_only", False)
+            steps = progress_pass.start(info, task.part) if box.get("progress_steps") and not unknown_only else None
             for off, data in read_chunks(info.path, start=task.start, end=task.end,
                                          partial_tail=partial_tail and last, progress=box):
                 if stop is not None and stop():
@@ -142,10 +149,13 @@ def _run(task: _Task, matcher: Matcher, index: bool | str, partial_tail: bool, b
                         p.feed_unknown(data, off)
                     else:
                         p.feed(data, off)
+                        steps = progress_pass.after_chunk(steps, p, data)
                     if idx is not None:
                         idx.add(chunk_lines(off, data, console=idx.console, year_hint=idx.year_hint, src=info,
                                             times=index != "lines"))
                         idx.end = box.get("stop", off + len(data))
+            else:  # read to its end: what it counted holds
+                out.progress = steps
             out.stop = box.get("stop", task.start)
             out.ident = box.get("ident")
             out.kind = box.get("kind", "text")
@@ -265,9 +275,10 @@ def _worker_init(nice: int, shared, ppid: int | None = None) -> None:
             pass
 
 
-def _worker_run(task: _Task, index: bool | str, partial_tail: bool, unknown_only: bool = False) -> SourceHistory:
+def _worker_run(task: _Task, index: bool | str, partial_tail: bool, unknown_only: bool = False,
+                progress_steps: bool = False) -> SourceHistory:
     shared = _WORKER.get("shared")
-    box: dict[str, Any] = {"unknown_only": unknown_only}
+    box: dict[str, Any] = {"unknown_only": unknown_only, "progress_steps": progress_steps}
     if shared is not None:
         def count(n: int) -> None:
             with shared.get_lock():
@@ -283,12 +294,15 @@ def _worker_run(task: _Task, index: bool | str, partial_tail: bool, unknown_only
 def read_history(sources: list[SourceInfo], matcher: Matcher, on_source: Callable[[SourceHistory], None], *,
                  index: bool | str = False, partial_tail: bool = True, jobs: int | None = None, polite: bool = False,
                  io_timeout: float | None = IO_TIMEOUT_S, progress: ReadProgress | None = None,
-                 unknown_only: bool = False) -> None:
+                 unknown_only: bool = False, progress_steps: bool = False) -> None:
     """Read every source's history; ``on_source`` gets each source's result as it completes
     (its ranges joined), in the calling thread. ``index``: also build each file's line index
-    (with each line's time when there are several sources to merge)."""
+    (with each line's time when there are several sources to merge). ``progress_steps``: also
+    count each rank log's steps and checkpoint saves (:attr:`SourceHistory.progress`, for scan's
+    rhythm: :mod:`.progress_pass`)."""
     progress = progress if progress is not None else ReadProgress()
     progress.unknown_only = unknown_only
+    progress.progress_steps = progress_steps
     progress.total = sum(s.size for s in sources)
     progress.sources = len(sources)
     n_jobs = jobs or (1 if polite else (os.cpu_count() or 1))
@@ -343,6 +357,8 @@ class _Joiner:
                     acc.processor.feed(data, off)
             else:
                 absorb(acc.processor, h2.processor)
+            # (re-read or not, the range's own count holds: a tracker joins across the cut)
+            acc.progress = progress_pass.join(acc.progress, h2.progress)
             if acc.index is not None and h2.index is not None:
                 join_index(acc.index, h2.index)
             acc.stop, acc.ident, acc.kind = h2.stop, h2.ident or acc.ident, h2.kind
@@ -368,7 +384,7 @@ def _serial(tasks, matcher, joiner, index, partial_tail, io_timeout, progress: R
         if progress.cancelled:
             return
         box: dict[str, Any] = {"read": 0, "lock": threading.Lock(), "should_stop": lambda: progress.cancelled,
-                               "unknown_only": progress.unknown_only}
+                               "unknown_only": progress.unknown_only, "progress_steps": progress.progress_steps}
         progress._boxes.append(box)
         try:
             if not io_timeout:
@@ -432,7 +448,8 @@ def _pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_timeou
                                initargs=(10 if polite else 0, progress._shared, os.getpid()), mp_context=ctx)
     hung = False
     try:
-        futures = {pool.submit(_worker_run, t, index, partial_tail, progress.unknown_only): [t, None] for t in order}
+        futures = {pool.submit(_worker_run, t, index, partial_tail, progress.unknown_only, progress.progress_steps):
+                   [t, None] for t in order}
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)

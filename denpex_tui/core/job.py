@@ -72,6 +72,7 @@ class ProcessorResult:
     first_time: Any = None
     first_error: tuple | None = None  # (line, epoch or None): a rank file's first error line
     stop_marks: list[StopMark] = field(default_factory=list)  # each rank stream's last progress line
+    progress: Any = None  # its steps and checkpoint saves (progress.Progress), when scan counted them as it read
 
     @classmethod
     def of(cls, p: SourceProcessor) -> "ProcessorResult":

@@ -4,8 +4,9 @@
 the fd-leak entry's tell: a leak of one fd (or one orphaned inode) per save fails at the same
 save every time, whatever the step time. For each run given (the scanned job's attempts, and
 other failing runs of the same job) this counts, per rank, the saves its own log shows completed
-(:mod:`progress`), the save the initiating rank failed after (and whether it failed inside a
-save), and says whether that number is the same in every run.
+(:mod:`progress`: as the scan counted them in its pass, else read from the file now), the save
+the initiating rank failed after (and whether it failed inside a save), and says whether that
+number is the same in every run.
 """
 
 from __future__ import annotations
@@ -88,10 +89,12 @@ def rhythm_of(result, source: str) -> list[RunRhythm]:
                 paths = [p for p in paths if p in results and results[p].info.kind != "console"]
             best = None
             for p in paths:
-                try:
-                    prog = read_progress(p)
-                except OSError:
-                    continue
+                prog = results[p].progress if p in results else None
+                if prog is None:  # not counted in the scan's pass (scan_paths' progress_steps_max)
+                    try:
+                        prog = read_progress(p)
+                    except OSError:
+                        continue
                 if prog.saves_started or prog.saves_done:
                     if best is None or prog.saves_completed > best.saves_completed:
                         best = prog

@@ -108,14 +108,18 @@ def read_evidence(path: str, kind: str, job: JobState, warnings: list[str]) -> b
 
 
 def _results(sources: list[SourceInfo], matcher: Matcher, job: JobState, *, jobs: int | None, polite: bool,
-             io_timeout: float | None, unknown_only: bool = False) -> None:
+             io_timeout: float | None, unknown_only: bool = False, progress_steps: bool = False) -> None:
     """Every source's history through the pipeline, into the job (closed: the job is finished)."""
 
     def add(h: SourceHistory) -> None:
         h.processor.close()
-        job.add(ProcessorResult.of(h.processor))
+        r = ProcessorResult.of(h.processor)
+        if h.progress is not None:
+            r.progress = h.progress.result()
+        job.add(r)
 
-    read_history(sources, matcher, add, jobs=jobs, polite=polite, io_timeout=io_timeout, unknown_only=unknown_only)
+    read_history(sources, matcher, add, jobs=jobs, polite=polite, io_timeout=io_timeout, unknown_only=unknown_only,
+                 progress_steps=progress_steps)
 
 
 def _parse_since(since: str | None) -> datetime | None:
@@ -144,10 +148,14 @@ def scan_paths(
     polite: bool = False,
     io_timeout: float | None = IO_TIMEOUT_S,
     confine=None,
+    progress_steps_max: int = 0,
 ) -> ScanResult:
     """Scan ``paths`` (files, directories, globs) as one job. ``confine(path)``: why a
     discovered file must not be read (an evidence bundle takes nothing from outside the job's
-    tree), or None; such files are left out with that warning."""
+    tree), or None; such files are left out with that warning. ``progress_steps_max``: when the
+    job's logs are at most this many bytes, the pass also counts each rank log's steps and
+    checkpoint saves (``ProcessorResult.progress``, for the failure's rhythm: :mod:`.rhythm`);
+    0: not counted."""
     since_dt = _parse_since(since)
     catalog = catalog or load_catalog(signature_dirs, include_user=include_user)
     disc, warnings = _discover(paths, io_timeout)
@@ -168,7 +176,8 @@ def scan_paths(
     disc.sources = [s for s in disc.sources if s.kind not in EVIDENCE_KINDS]
     for s in evidence + [s for s in disc.sources if s.also_ras]:
         read_evidence(s.path, "ras" if s.also_ras else s.kind, job, warnings)
-    _results(disc.sources, matcher, job, jobs=jobs, polite=polite, io_timeout=io_timeout)
+    steps = progress_steps_max > 0 and sum(s.size for s in disc.sources) <= progress_steps_max
+    _results(disc.sources, matcher, job, jobs=jobs, polite=polite, io_timeout=io_timeout, progress_steps=steps)
     for r in job.results.values():
         warnings.extend(r.errors)
     incidents = triage(job, catalog, read_tail=read_tail)
