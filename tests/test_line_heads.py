@@ -64,10 +64,11 @@ def test_heads_and_labels_are_the_rules_on_every_fixture_log(always, size):
     assert shortcut_lines > 1_000  # the torchrun consoles' lines were decided by the shortcut
 
 
-def test_a_torchrun_consoles_labelled_lines_are_decided_by_their_openings():
+def test_a_torchrun_consoles_labelled_and_plain_lines_are_decided_by_their_openings():
     """A real torchrun --tee console: every line that opens with its label and then its text
-    ('[default1]:2026-...') is decided by the shortcut; only the launcher's own lines and the
-    ranks' traceback lines ('[default1]:[rank1]: ...', a second label) are left to the rules."""
+    ('[default1]:2026-...'), or with a word and no label ('Traceback (most recent call last):'),
+    is decided by the shortcut; only lines that open with a space, a second label
+    ('[default1]:[rank1]: ...') or a word and ':' are left to the rules."""
     import re
 
     data = (FIX / "corpus" / "fd_leak_emfile" / "console.log").read_bytes()
@@ -75,7 +76,8 @@ def test_a_torchrun_consoles_labelled_lines_are_decided_by_their_openings():
     lines = data.splitlines()
     left = set(o.others.tolist())
     for i, line in enumerate(lines):
-        assert (i in left) == (re.match(rb"\[default\d\]:[^\s\[]", line) is None), line
+        decided = re.match(rb"\[default\d\]:[^\s\[]|[A-Za-z0-9][\w.-]*[^\w.:-]", line + b"\n") is not None
+        assert (i in left) != decided, line
     assert len(left) < len(lines)
     assert stream_labels(data) == _rules(data)[1]
     assert set(stream_labels(data).values()) == {0, 1, 2, 3}
@@ -124,3 +126,26 @@ def test_the_view_and_the_pipeline_share_a_chunks_line_starts():
     cl = chunk_lines(0, data, console=True, times=False)
     assert cl.starts is kept.starts
     assert openings(data) is kept
+
+
+@pytest.mark.parametrize("size", [600, 1 << 20])
+def test_the_ranks_a_chunks_in_text_tags_name_are_the_regex_passs(size):
+    """text_ranks from the chunk's in-text marks (numpy, once per distinct tag) names the ranks
+    a TEXT_RANK pass over the chunk names, on every fixture log."""
+    import re
+
+    from denpex_tui.core.lines import chunk
+    from denpex_tui.core.lines.formats import TEXT_RANK
+
+    rx = re.compile(TEXT_RANK.pattern.encode())
+    named = 0
+    for _p, data in _logs():
+        for part in line_chunks(data * (1 + (1 << 16) // len(data)), size):  # both ways: under and over 64 KB
+            want = set()
+            for n, s in set(rx.findall(part)):
+                n = n or s
+                if n and not n.startswith(b"-") and len(n) <= 7:
+                    want.add(int(n))
+            assert chunk.text_ranks(part) == want
+            named += bool(want)
+    assert named > 20

@@ -167,7 +167,7 @@ def test_ranges_read_in_parallel_join_into_the_counts_of_one_read(monkeypatch):
             return True
         return False
 
-    monkeypatch.setattr(history, "_ranges", lambda s: cut.append(s.path) or real_ranges(s))
+    monkeypatch.setattr(history, "_ranges", lambda s, jobs=2: cut.append(s.path) or real_ranges(s, jobs))
     monkeypatch.setattr(history, "open_at_end", open_at_end)
     counted: set[str] = set()
     for case in RHYTHM_CASES[:3] + [CORPUS / "deepspeed_clean_run", CORPUS / "clean_run"]:

@@ -200,7 +200,7 @@ def _plan(sources: list[SourceInfo], jobs: int) -> list[_Task]:
             except SourceError:
                 kind = "?"
             if kind == "text":
-                tasks.extend(_ranges(s))
+                tasks.extend(_ranges(s, jobs))
                 continue
         tasks.append(_Task(s))
     return tasks
@@ -215,8 +215,12 @@ def _sparse(path: str) -> bool:
     return st.st_size > 512 * getattr(st, "st_blocks", st.st_size) + (1 << 20)
 
 
-def _ranges(s: SourceInfo) -> list[_Task]:
-    n = max(2, s.size // RANGE_BYTES)
+def _ranges(s: SourceInfo, jobs: int = 2) -> list[_Task]:
+    """The file cut into a multiple of ``jobs`` ranges of at most about RANGE_BYTES: three
+    ranges of a 186 MB file on two workers kept one of them busy for two (0.62 s against the
+    folder's 0.44 s for the same bytes)."""
+    jobs = max(1, jobs)
+    n = max(2, jobs * -(-s.size // (jobs * RANGE_BYTES)))
     cuts = [0]
     for k in range(1, n):
         c = line_start_after(s.path, k * s.size // n)

@@ -131,8 +131,11 @@ def text_ranks(data: bytes) -> set[int]:
     """The ranks in-text tags name in ``data`` ('[rank1/2]', DeepSpeed's '[Rank 0]'), found in C:
     a console without labels holds one stream per rank its lines name."""
     out = set()
-    for n, s in set(_TEXT_RANK.findall(data)):  # each distinct tag once (a rank's log has a million)
-        n = n or s
+    # each distinct tag once (a rank's log has a million): the chunk's marks, not a regex pass
+    tags = _text_marks(data)[2] if len(data) >= 1 << 16 else set(m.group(0) for m in _TEXT_RANK.finditer(data))
+    for tag in tags:
+        m = _TEXT_RANK.match(tag)
+        n = m.group("n") or m.group("s")
         if n and not n.startswith(b"-") and len(n) <= 7:
             out.add(int(n))
     return out

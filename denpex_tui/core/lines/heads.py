@@ -11,7 +11,10 @@ The shortcut: gather each line's first :data:`_ROW` bytes as a row (numpy), grou
 and decide once per distinct row. A row that opens with a torchrun label followed by a byte
 that is neither a space nor ``[`` (``[default3]:2026-...``) has a head and a label decided by
 those bytes alone: the pod, host and srun parts of both rules fail at its ``[``, the label
-matches whole, no second label can follow, and the head takes the next byte. Every other line
+matches whole, no second label can follow, and the head takes the next byte. A row that opens
+with a word not followed by ``:`` (``2026-12-04 16:58:13``, ``Traceback (most``) has no label
+and its first byte is its head: host and srun need the ``:``, every other part a ``[`` or a
+space. Every other line
 is matched by the rules themselves, one by one; when they are more than an eighth of the
 chunk, the rules run over it whole as before. ~3 ms per 8 MB console chunk; a test holds both
 ways equal on every fixture and corpus console.
@@ -48,6 +51,10 @@ _LABEL_NUM = re.compile(rb"\d{1,7}(?=\]:|\]<|: )")
 # A torchrun label and the byte after it, neither a space (': ?' would take it, and a second
 # label could follow) nor '[' (a second label), nor a newline (the line is its label).
 _TORCHRUN = re.compile(rb"\[[A-Za-z_-]{0,63}\d{1,7}\]:[^\s\[]")
+# A line with no label at all: a letter or digit, then a word ([\w.-]*) ended by a byte that
+# is not ':' (a timestamp, 'Traceback ...', 'NCCL WARN'). No host ('name: ') and no srun task
+# ('3: ') opens it, and no other label starts with one: its head is its first byte.
+_PLAIN = re.compile(rb"[A-Za-z0-9][\w.-]*[^\w.:-]")
 _ROW = 16  # the bytes of a line's start the shortcut looks at
 _MIN_BYTES = 64 << 10  # below this, numpy's set-up costs more than the rules' pass
 _OTHERS = 8  # the shortcut when at most 1/_OTHERS of the lines are matched one by one
@@ -61,7 +68,8 @@ class Openings:
     starts: np.ndarray  # each line's start
     rows: list[bytes]  # the distinct rows
     inv: np.ndarray  # each line's row
-    label: list[int]  # per row: the length of its torchrun label (through ':'), 0: not a shortcut row
+    label: list[int]  # per row: the length of its torchrun label (through ':'); -1: no label at all
+    # (the head is the first byte); -2: not a shortcut row
     others: np.ndarray  # the lines whose row is no shortcut row
 
     @property
@@ -83,8 +91,8 @@ def openings(data: bytes) -> Openings:
     label = []
     for r in rows:
         m = _TORCHRUN.match(r)
-        label.append(m.end() - 1 if m else 0)
-    simple = np.array(label, dtype=np.int64) > 0
+        label.append(m.end() - 1 if m else -1 if _PLAIN.match(r) else -2)
+    simple = np.array(label, dtype=np.int64) != -2
     o = Openings(data, starts, rows, inv, label, np.flatnonzero(~simple[inv]))
     _LAST.o = o
     return o
@@ -114,7 +122,7 @@ def line_heads(data: bytes, starts: np.ndarray) -> tuple[np.ndarray, list[bytes]
             first[k] = i
         return np.fromiter(map(first.__getitem__, heads), dtype=np.int64, count=len(heads)), list(first)
     ids: dict[bytes, int] = {}
-    of_row = np.array([ids.setdefault(r[:k + 1], len(ids)) if k else -1 for r, k in zip(o.rows, o.label)],
+    of_row = np.array([ids.setdefault(r[:max(k, 0) + 1], len(ids)) if k != -2 else -1 for r, k in zip(o.rows, o.label)],
                       dtype=np.int64)
     codes = of_row[o.inv]
     for i in o.others.tolist():
@@ -135,7 +143,7 @@ def stream_labels(data: bytes, since: int = 0) -> dict[bytes, int]:
     else:
         first = int(np.searchsorted(o.starts, since)) if since else 0
         rows = np.unique(o.inv[first:]).tolist() if first else range(len(o.rows))
-        labels = {o.rows[j][:o.label[j]] for j in rows if o.label[j]}
+        labels = {o.rows[j][:o.label[j]] for j in rows if o.label[j] > 0}
         others = o.others[np.searchsorted(o.others, first):] if first else o.others
         for i in others.tolist():
             m = _LABELS_AT.match(data, int(o.starts[i]))
