@@ -33,6 +33,7 @@ __all__ = ["StreamTimesMixin", "WINDOW_LINES", "WINDOW_BYTES", "FIRST_LINES"]
 
 WINDOW_LINES = 400
 WINDOW_BYTES = 256 << 10
+HANDOFF_BYTES = 64 << 10  # the end of the history the follower checks its file against (live/backlog.py)
 FIRST_LINES = 1000
 _WALK = 2000  # lines walked back from a chunk's end before the numpy pass
 # A console's walk reads each timed line through the door (~80 us): past this many lines the
@@ -73,13 +74,26 @@ class StreamTimesMixin:
         self._chunk = data
 
     def chunk_end(self, data: bytes) -> None:
-        """Keep the last WINDOW_BYTES of whole lines for the next chunks' look-backs."""
+        """Keep the whole lines the next chunks' look-backs can reach: the last WINDOW_LINES
+        lines within WINDOW_BYTES, and at least the follower's HANDOFF_BYTES. (All of the last
+        WINDOW_BYTES were kept: 256 KB a source carried back from the history's workers and
+        held, 64 MB for a 256-file job, 512 MB for 1024 ranks' stdout and stderr.)"""
         self._ctx = None
         self._chunk = None
-        if len(data) >= WINDOW_BYTES:
-            cut = data.find(b"\n", len(data) - WINDOW_BYTES) + 1
+        n = len(data)
+        if n >= WINDOW_BYTES:
+            cut = data.find(b"\n", n - WINDOW_BYTES) + 1
+            if 0 < cut < n:
+                e = n - 1
+                for _ in range(WINDOW_LINES):  # the start of the WINDOW_LINES-th line from the end
+                    e = data.rfind(b"\n", cut, e)
+                    if e < 0:
+                        break
+                lines_from = e + 1 if e >= 0 else cut
+                handoff = data.rfind(b"\n", cut, n - HANDOFF_BYTES) + 1 or cut
+                cut = max(cut, min(lines_from, handoff))
             self._recent.clear()
-            self._recent.append(data[cut:] if 0 < cut < len(data) else data[-WINDOW_BYTES:])
+            self._recent.append(data[cut:] if 0 < cut < n else data[-WINDOW_BYTES:])
             self._recent_bytes = len(self._recent[0])
             return
         self._recent.append(data)

@@ -18,6 +18,7 @@ from denpex_tui.core.history import IO_TIMEOUT_S, ReadProgress, SourceHistory, r
 from denpex_tui.core.matcher import Matcher
 from denpex_tui.core.model import SourceInfo
 from denpex_tui.core.sources import classify, discover
+from denpex_tui.core.streamtimes import HANDOFF_BYTES
 from denpex_tui.core.watchdog import watchdog
 
 from .events import HistoryDone
@@ -139,7 +140,7 @@ class Backlog:
             if h.info.kind == "error-json":
                 out[p] = (None, h.stop)  # rewritten, not appended: a new one is read again
             elif h.kind == "text":
-                out[p] = (h.ident, h.stop, b"".join(h.processor._recent)[-(64 << 10):])
+                out[p] = (h.ident, h.stop, b"".join(h.processor._recent)[-HANDOFF_BYTES:])
             else:  # gzip (a rotated copy) or UTF-16: read whole by the history pass, not followed
                 out[p] = (h.ident, -1)
         return out
