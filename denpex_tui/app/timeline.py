@@ -35,7 +35,7 @@ from denpex_tui.core.lines import npy as np
 
 from denpex_tui.core.lines.chunk import chunk_lines, untag
 from denpex_tui.core.lines.index import FileIndex
-from denpex_tui.core.lines.merge import Runs, merge_runs
+from denpex_tui.core.lines.merge import Runs, merge_history, merge_runs
 from denpex_tui.core.lines.reader import SourceError, read_chunks
 from denpex_tui.core.model import SourceInfo
 from denpex_tui.core.sources import classify, discover
@@ -194,7 +194,8 @@ class Timeline:
                 sids = [self._add(p, infos.get(p) or classify(p), indexes[p]) for p in order]
                 for sid in sids:
                     self.sources[sid].index.size()  # its identity, for the stale check
-                self._merge(sids)
+                for runs in merge_history([self.sources[s].index for s in sids], sids, self._place):
+                    self._append(runs)
             finally:
                 self.building = False
                 self.built = True
@@ -252,8 +253,10 @@ class Timeline:
 
     def _merge(self, sids: list[int], upto: list[int | None] | None = None, *, follow: bool = False) -> int:
         """Merge these sources' pending lines; ``follow``: after rows already shown (the floor)."""
-        runs = merge_runs([self.sources[s].index for s in sids], sids, self._place, upto=upto,
-                          floor=self.last_time if follow and self.rows else None, lead=self.last_sid)
+        return self._append(merge_runs([self.sources[s].index for s in sids], sids, self._place, upto=upto,
+                                       floor=self.last_time if follow and self.rows else None, lead=self.last_sid))
+
+    def _append(self, runs: Runs) -> int:
         n = self.append_runs(runs)
         if n:
             if runs.last_time is not None and runs.last_time == runs.last_time:  # not NaN
