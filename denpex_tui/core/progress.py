@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import re2
 
+from .lines.chunk import newlines
 from .lines.reader import SourceError, read_chunks
 from .patterns import Prefilter
 
@@ -175,10 +176,11 @@ class ProgressTracker:
                 self._early.append((is_start, key, base + ls))  # key None: its step may be before the range
             elif key is not None:
                 (self.started if is_start else self.done).setdefault(key)
+        total = newlines(data)  # (numpy: bytes.count tests byte by byte, a tenth of the tracker)
         step, at = _last_step(data)
         if step is not None:
-            self.last_step, self.last_step_line = step, self.lines + data.count(b"\n", 0, at) + 1
-        self.lines += data.count(b"\n")
+            self.last_step, self.last_step_line = step, self.lines + total - newlines(data, at) + 1
+        self.lines += total
         self.bytes += len(data)
         if self._head is not None and len(self._head) < _BACK:
             self._head += data[: _BACK - len(self._head)]
