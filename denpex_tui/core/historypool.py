@@ -3,9 +3,10 @@
 :mod:`.history` plans a pass (its tasks: sources, or ranges of a big file) and joins its
 results; this module runs the tasks. In the calling process (:func:`run_serial`), each task in
 a worker thread whose reads are watched (a hung NFS/FUSE mount is given up after ``io_timeout``
-seconds inside one read). Across processes (:func:`run_pool`), forked with the compiled matcher,
-largest task first; a task whose worker gives no result within a generous deadline is reported
-as hung, and a worker dies with the scan that forked it.
+seconds inside one read). Across processes (:func:`run_pool`), forked with the compiled matcher:
+the small sources first (their findings make a diagnosis "so far" while the big ones load),
+then the largest task first; a task whose worker gives no result within a generous deadline is
+reported as hung, and a worker dies with the scan that forked it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from .history import ReadProgress, SourceHistory, _Task
 from .lines import npy
 from .pipeline import SourceProcessor
 
-__all__ = ["run_pool", "run_serial"]
+__all__ = ["run_pool", "run_serial", "SMALL_FIRST_BYTES"]
+
+SMALL_FIRST_BYTES = 1 << 20
 
 # -- running -------------------------------------------------------------------------------
 
@@ -159,7 +162,10 @@ def run_pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_tim
         return
     npy.import_now()  # before the fork: no worker may inherit numpy half-imported by another thread
     _WORKER["matcher"] = matcher  # the workers start with it compiled
-    order = sorted(tasks, key=lambda t: -t.size)
+    # the small sources first (a few ms in all: the ranks' short logs, their errors and timeouts,
+    # make the diagnosis "so far" while the big ones load), then the largest first, so that the
+    # workers end together
+    order = sorted(tasks, key=lambda t: (t.size >= SMALL_FIRST_BYTES, -t.size))
     progress._shared = ctx.Value("q", 0)
     pool = ProcessPoolExecutor(max_workers=min(n_jobs, len(order)), initializer=_worker_init,
                                initargs=(10 if polite else 0, progress._shared, os.getpid()), mp_context=ctx)
