@@ -15,6 +15,7 @@ from helpers import CORPUS, ROOT, line_chunks
 
 from denpex_tui.core import history, progress, rhythm
 from denpex_tui.core.lines.reader import line_start_after, read_chunks
+from denpex_tui.core.patterns import HAVE_HYPERSCAN, LineScan
 from denpex_tui.core.progress import ProgressTracker, read_progress
 from denpex_tui.core.scan import scan_paths
 
@@ -106,12 +107,13 @@ def test_a_save_line_that_opens_a_range_takes_its_step_from_the_range_before():
 
 
 def test_save_lines_are_found_alike_by_hyperscan_and_re2(monkeypatch):
-    if progress._hyperscan() is None:
+    if not HAVE_HYPERSCAN:
         pytest.skip("Hyperscan is not installed")
     for rel in sorted(MAIN):
         data = _whole(str(FIXTURES / rel))
-        by_hs = progress._hyperscan().line_starts(data)
-        monkeypatch.setattr(progress, "HYPERSCAN_MIN", 1 << 62)
+        monkeypatch.setattr(LineScan, "hs_min", 0)
+        by_hs = progress._save_positions(data)
+        monkeypatch.setattr(LineScan, "hs_min", 1 << 62)
         assert progress._save_positions(data) == by_hs, rel
         monkeypatch.undo()
 
@@ -201,7 +203,7 @@ def test_the_cuts_change_nothing_when_look_backs_are_short(monkeypatch):
     file's count is still its one read's."""
     monkeypatch.setattr(progress, "_BACK", 3000)
     monkeypatch.setattr(progress, "_WINDOW", 1000)
-    monkeypatch.setattr(progress, "HYPERSCAN_MIN", 2000)
+    monkeypatch.setattr(LineScan, "hs_min", 2000)
     waited = 0
     for rel, was in sorted(MAIN.items()):
         if was[0] is None and not (was[2] or was[3]):

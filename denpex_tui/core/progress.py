@@ -22,11 +22,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import re2
-
 from .lines.chunk import newlines
 from .lines.reader import SourceError, read_chunks
-from .patterns import Prefilter
+from .patterns import LineScan
 
 __all__ = ["Progress", "ProgressTracker", "read_progress", "STEP"]
 
@@ -74,38 +72,16 @@ _SAVE_B = re.compile(rb"(?i)sav(?:e|ing)|ready now|copying complete")
 _STEP_B = re.compile(STEP.pattern.encode(), re.I)
 
 
-_SAVE_NEEDLES = (b"sav", b"Sav", b"SAV", b"ready now", b"Copying complete")
-# the same needles as one RE2 pass over the chunk (C, one scan instead of five bytes.find walks:
-# "s" is common in training logs, and each needle's walk restarted at every line's end)
-_SAVE_RE2 = re2.compile(b"|".join(re.escape(n) for n in _SAVE_NEEDLES))
-# a chunk this big is searched by Hyperscan when it is installed: ~10x RE2's speed here (a 22 MB
-# rank log: 3 ms instead of 34, a cost the history pass pays for every rank log it counts); its
-# database (under 1 ms to make) is made on first use
-HYPERSCAN_MIN = 1 << 20
-_HS: list[Prefilter | None] = []
-
-
-def _hyperscan() -> Prefilter | None:
-    if not _HS:
-        pf = Prefilter([(n.decode(), False) for n in _SAVE_NEEDLES])
-        _HS.append(pf if pf.backend == "hyperscan" else None)
-    return _HS[0]
+_SAVE_NEEDLES = ("sav", "Sav", "SAV", "ready now", "Copying complete")
+# the lines holding one, in one pass over the chunk (Hyperscan for a chunk of 1 MB or more: a
+# 22 MB rank log in 3 ms instead of RE2's 34, a cost the history pass pays for every rank log it
+# counts; RE2 below): only the few lines it finds cost Python work
+_SAVES = LineScan(_SAVE_NEEDLES)
 
 
 def _save_positions(data: bytes) -> list[int]:
-    """The starts of the lines that may be save lines (one per line, in order), found by one
-    pass in C over the chunk; only the few lines it finds cost Python work."""
-    hs = _hyperscan() if len(data) >= HYPERSCAN_MIN else None
-    if hs is not None:
-        return hs.line_starts(data)
-    hits: list[int] = []
-    last = -1
-    for m in _SAVE_RE2.finditer(data):
-        ls = data.rfind(b"\n", 0, m.start()) + 1
-        if ls != last:
-            hits.append(ls)
-            last = ls
-    return hits
+    """The starts of the lines that may be save lines (one per line, in order)."""
+    return _SAVES.line_starts(data)
 
 
 def _last_step(buf) -> tuple[int | None, int | None]:
