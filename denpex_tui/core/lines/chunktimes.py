@@ -8,7 +8,7 @@ date before it.
 
 **At the line's start first.** Nearly every line of a training log opens with its time, after a
 launcher label at most (``2026-12-04 16:58:13,319 INFO``, ``[default1]:2026-...``,
-``[2026-...]``). Lines are grouped by their first bytes (:mod:`.rows`); in each distinct opening
+``[2026-...]``). Lines are grouped by their first bytes (:func:`.heads.openings`); in each distinct opening
 the first byte that could start a candidate is found (ISO and accelerate times open with two
 digits, glog with one of ``DIWEF`` and a digit: a byte that is neither starts none). An ISO time
 that is valid right there is the line's leftmost valid candidate, so the rule's answer: only the
@@ -28,12 +28,11 @@ from functools import lru_cache
 from denpex_tui.core.lines import npy as np
 
 from . import times as _rule
-from .rows import distinct_rows, windows
+from .heads import openings
 from .times import _DAYS, HEAD, YEAR_MAX, YEAR_MIN, _offset_of_hour, line_time
 
 __all__ = ["ChunkTimes", "chunk_times"]
 
-_ROW = 16  # the bytes of a line's opening looked at for where its time may start
 _FEW = 32  # at most 1/_FEW of a chunk's lines taken one by one; more: the whole-chunk pass
 
 
@@ -269,8 +268,8 @@ def _at_line_starts(a: np.ndarray, data: bytes, starts: np.ndarray, year_hint: i
     the few others by the rule one by one. None: too many others (the whole-chunk pass)."""
     n = len(starts)
     size = len(data)
-    rows, inv = distinct_rows(windows(np.frombuffer(data, dtype=np.uint8), starts, _ROW))
-    off = np.array([_first_live(r) for r in rows], dtype=np.int64)[inv]
+    o = openings(data, starts)  # (a console's: made already for its labels and heads)
+    off = np.array([_first_live(r) for r in o.rows], dtype=np.int64)[o.inv]
     line_end = np.empty(n, dtype=np.int64)
     line_end[:-1] = starts[1:]
     line_end[-1] = size
@@ -296,29 +295,19 @@ def _at_line_starts(a: np.ndarray, data: bytes, starts: np.ndarray, year_hint: i
     # the others, in order: a glog time takes the year of the last full date before it
     full_at = np.where(decided, np.arange(n), -1)
     np.maximum.accumulate(full_at, out=full_at)
-    slow_at, slow_year = -1, None
+    slow = (-1, year_hint)  # the last line read one by one that wrote its year, and the year
+
+    def year_before(fast: int) -> int | None:  # the year of the latest full date: fast or slow
+        return slow[1] if slow[0] > fast else int(year_of[fast]) if fast >= 0 else year_hint
+
     for i in left.tolist():
-        prev = int(full_at[i - 1]) if i else -1
-        if slow_at > prev:
-            hint = slow_year
-        elif prev >= 0:
-            hint = int(year_of[prev])
-        else:
-            hint = year_hint
         s = int(starts[i])
-        st = line_time(data[s:min(int(line_end[i]), s + HEAD + 40)], hint)
+        st = line_time(data[s:min(int(line_end[i]), s + HEAD + 40)], year_before(int(full_at[i - 1]) if i else -1))
         if st is not None:
             epoch[i] = st.epoch
             if st.full_date:
-                slow_at, slow_year = i, st.dt.year
-    last_fast = int(full_at[-1])
-    if slow_at > last_fast:
-        out_hint = slow_year
-    elif last_fast >= 0:
-        out_hint = int(year_of[last_fast])
-    else:
-        out_hint = year_hint
-    return ChunkTimes(epoch, out_hint)
+                slow = (i, st.dt.year)
+    return ChunkTimes(epoch, year_before(int(full_at[-1])))
 
 
 def chunk_times(data: bytes, starts: np.ndarray, year_hint: int | None = None) -> ChunkTimes:

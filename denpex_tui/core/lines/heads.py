@@ -20,7 +20,7 @@ chunk, the rules run over it whole as before. ~3 ms per 8 MB console chunk; a te
 ways equal on every fixture and corpus console.
 
 The line starts and rows of the last chunk are kept per thread: the history pass asks for the
-labels (the pipeline) and the heads (the view's index) of the same chunk.
+labels (the pipeline), the heads and the times (the view's index) of the same chunk.
 """
 
 from __future__ import annotations
@@ -80,13 +80,14 @@ class Openings:
 _LAST = threading.local()
 
 
-def openings(data: bytes) -> Openings:
+def openings(data: bytes, starts: np.ndarray | None = None) -> Openings:
     """The chunk's line starts and rows (kept for the thread's next question on the same
-    ``data`` object)."""
+    ``data`` object); ``starts``: its line starts, when the caller has them already."""
     o = getattr(_LAST, "o", None)
-    if o is not None and o.data is data:
+    if o is not None and o.data is data and (starts is None or len(o.starts) == len(starts)):
         return o
-    starts = line_starts(data)
+    if starts is None:
+        starts = line_starts(data)
     rows, inv = distinct_rows(windows(np.frombuffer(data, dtype=np.uint8), starts, _ROW))
     label = []
     for r in rows:
