@@ -295,3 +295,39 @@ def test_watch_exec_spool_is_capped_and_removed(tmp_path, how):
         assert _spool_dirs(tmpdir) == [], f"the spool folder was left behind after {how}"
     finally:
         t.close()
+
+
+def test_no_spool_folder_outlives_remove_all(tmp_path, monkeypatch):
+    """watch's signal path (remove_all, on the main thread or the last-resort timer that ends
+    the process) races the view's worker, which may be closing its spool or adding a source's
+    file: once remove_all returns no folder is left, and none is made after it."""
+    import tempfile
+    import threading
+
+    from denpex_tui.app import spool
+
+    monkeypatch.setattr(spool, "_ENDED", False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    real_rmtree = spool.shutil.rmtree
+    started = threading.Event()
+
+    def slow_rmtree(path, *a, **kw):  # the worker's removal is half-way when remove_all comes
+        started.set()
+        time.sleep(0.3)
+        real_rmtree(path, *a, **kw)
+
+    closing, adding = spool.Spool(), spool.Spool()
+    closing.write(closing.path(0), ["[rank0]: step 1 | loss 2.0421 | lr 3.000e-04"])
+    adding.write(adding.path(0), ["[rank1]: step 1 | loss 2.0421 | lr 3.000e-04"])
+    monkeypatch.setattr(spool.shutil, "rmtree", slow_rmtree)
+    worker = threading.Thread(target=closing.close)
+    worker.start()
+    assert started.wait(10)
+    spool.remove_all()
+    assert [p.name for p in tmp_path.iterdir()] == []
+    worker.join(10)
+    with pytest.raises(OSError):
+        adding.path(1)  # a source the worker was still adding: no folder after the end
+    with pytest.raises(OSError):
+        spool.Spool().path(0)
+    assert [p.name for p in tmp_path.iterdir()] == []

@@ -7,7 +7,12 @@ for the view (the engine still reads every line for findings); a marker line say
 cap was reached, and again each time another ``NOTE_EVERY`` lines were dropped, with the count.
 
 The folder is removed by :meth:`Spool.close` (the view's worker ending: ``q``), by
-:func:`remove_all` (watch's signal path: SIGTERM, SIGHUP, a closed pty), and at exit.
+:func:`remove_all` (watch's signal path: SIGTERM, SIGHUP, a closed pty), and at exit. Those run
+on different threads (the view's worker, the main thread, watch's last-resort timer that ends
+the process with ``os._exit``), so every change to a spool folder (made, a file added, removed)
+happens under one lock: a removal that returns has removed the folder, not raced another one
+half-way; and once :func:`remove_all` has run no spool folder is made again (a batch of lines
+the worker was still handling cannot leave a new one behind).
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ MAX_BYTES = 64 << 20
 NOTE_EVERY = 100_000
 
 _LIVE: set["Spool"] = set()
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
+_ENDED = False  # remove_all ran: the process is ending, no spool folder is made any more
 
 
 class Spool:
@@ -38,14 +44,17 @@ class Spool:
         self._files: dict[str, object] = {}
 
     def path(self, n: int) -> str:
-        """A new spool file's path (the folder is made on first use)."""
-        if self.dir is None:
-            self.dir = tempfile.mkdtemp(prefix="denpex-view-")
-            with _LOCK:
+        """A new spool file's path (the folder is made on first use). Raises OSError once
+        :func:`remove_all` has run."""
+        with _LOCK:
+            if _ENDED:
+                raise OSError("denpex is ending: no --exec output is kept any more")
+            if self.dir is None:
+                self.dir = tempfile.mkdtemp(prefix="denpex-view-")
                 _LIVE.add(self)
-        p = os.path.join(self.dir, f"{n}.log")
-        self._files[p] = open(p, "ab")
-        return p
+            p = os.path.join(self.dir, f"{n}.log")
+            self._files[p] = open(p, "ab")
+            return p
 
     def write(self, path: str, texts: list[str]) -> None:
         fh = self._files[path]
@@ -74,20 +83,24 @@ class Spool:
             except OSError:
                 pass
         self._files.clear()
+        with _LOCK:
+            self._remove()
+
+    def _remove(self) -> None:  # under _LOCK
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
-        with _LOCK:
-            _LIVE.discard(self)
+        _LIVE.discard(self)
 
 
 def remove_all() -> None:
-    """Remove every spool folder still there (signal-handler and exit safe)."""
+    """Remove every spool folder still there, and make none after (thread and exit safe: it
+    returns once no folder is left, whoever else was removing or adding one)."""
+    global _ENDED
     with _LOCK:
-        live = list(_LIVE)
-    for s in live:
-        if s.dir is not None:
-            shutil.rmtree(s.dir, ignore_errors=True)
+        _ENDED = True
+        for s in list(_LIVE):
+            s._remove()
 
 
 atexit.register(remove_all)
