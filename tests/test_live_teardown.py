@@ -292,7 +292,8 @@ def test_watch_exec_spool_is_capped_and_removed(tmp_path, how):
         else:
             t.proc.send_signal(getattr(signal, how))
         t.proc.wait(timeout=30)
-        assert _spool_dirs(tmpdir) == [], f"the spool folder was left behind after {how}"
+        left = {d.name: sorted(f.name for f in d.iterdir()) for d in _spool_dirs(tmpdir)}
+        assert not left, f"the spool folder was left behind after {how} (exit {t.proc.returncode}): {left}"
     finally:
         t.close()
 
