@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,30 +63,47 @@ def _collateral(rank: int) -> list[str]:
     ]
 
 
+T0 = datetime(2026, 11, 29, 17, 0, 0)
+
+
+def _stamp(seconds: float) -> str:
+    d = T0 + timedelta(seconds=seconds)
+    return f"{d:%Y-%m-%d %H:%M:%S},{d.microsecond // 1000:03d}"
+
+
 def generate(root: Path, size_mb: int, ranks: int = 64) -> Path:
+    """A job whose clock runs as a real one does: two steps a second, each rank's stamps a few
+    ms apart, every line's time later than the one before it (no block repeated with its old
+    times: a file whose time goes back has those lines raised to the latest, which flatters the
+    merge)."""
     per_rank = size_mb * (1 << 20) // ranks
     base = root / "logs" / RUN / "attempt_0"
     fail = ranks // 3
     for r in range(ranks):
         d = base / str(r)
         d.mkdir(parents=True, exist_ok=True)
-        lines = []
-        for step in range(1, 2001):
-            lines.append(
-                f"2026-11-29 17:{(step // 60) % 60:02d}:{step % 60:02d},{step % 1000:03d} INFO [rank{r}/{ranks}] train: "
-                f"step {step}/200000 | epoch 0 | loss 2.{step % 9999:04d} | acc 0.383 | grad_norm 2.5044 | "
-                f"lr 3.000e-04 | samples/s 5220.3 | step_time 34.3ms | rss 318MB"
-            )
-            if step % 250 == 0:
-                lines.append(f"2026-11-29 17:00:00,000 INFO [rank{r}/{ranks}] train: Saving checkpoint step {step}")
-                lines.append(
-                    f"2026-11-29 17:00:00,010 INFO [rank{r}/{ranks}] train: Saved checkpoint shard for step {step} "
-                    f"to ./checkpoints/rank{r}/step_{step:06d}.pt (1.35 MB, 1 files) in 0.01s"
-                )
-        block = ("\n".join(lines) + "\n").encode()
+        step = 0
         with open(d / "stdout.log", "wb") as fh:
             written = 0
-            while written + len(block) <= per_rank:
+            while True:
+                lines = []
+                for _ in range(2000):
+                    step += 1
+                    t = step * 0.5 + (r % 7) * 0.003
+                    lines.append(
+                        f"{_stamp(t)} INFO [rank{r}/{ranks}] train: "
+                        f"step {step}/200000 | epoch 0 | loss 2.{step % 9999:04d} | acc 0.383 | grad_norm 2.5044 | "
+                        f"lr 3.000e-04 | samples/s 5220.3 | step_time 34.3ms | rss 318MB"
+                    )
+                    if step % 250 == 0:
+                        lines.append(f"{_stamp(t + 0.1)} INFO [rank{r}/{ranks}] train: Saving checkpoint step {step}")
+                        lines.append(
+                            f"{_stamp(t + 0.11)} INFO [rank{r}/{ranks}] train: Saved checkpoint shard for step {step} "
+                            f"to ./checkpoints/rank{r}/step_{step:06d}.pt (1.35 MB, 1 files) in 0.01s"
+                        )
+                block = ("\n".join(lines) + "\n").encode()
+                if written + len(block) > per_rank:
+                    break
                 fh.write(block)
                 written += len(block)
         tail = _traceback(r) if r == fail else _collateral(r)
