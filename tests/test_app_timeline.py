@@ -93,7 +93,9 @@ def test_line_index_reads_back_any_line_and_bounds_a_huge_one(tmp_path):
     assert last == b"unterminated" and not cut3
     first, _t, _end = idx.take_records()
     counts = list(np.diff(np.append(first, idx.lines)))
-    assert sum(counts) == 5003 and counts[-1] == 4  # line 4999 and the 3 lines after it
+    # seconds 0..59, then the clock "goes back" each minute: those times are raised to 17:40:59,
+    # and consecutive lines of one time are one record (it runs on to the file's last line)
+    assert sum(counts) == 5003 and counts[:59] == [1] * 59 and counts[-1] == 5003 - 59
     idx2 = index(4096)  # the same index, whatever the chunks
     assert idx2.read_lines(2500, 1) == idx.read_lines(2500, 1)
     assert list(idx2.take_records()[0]) == list(first)
@@ -242,3 +244,14 @@ def test_a_line_that_just_arrived_is_fresh_whatever_its_clock_says(tmp_path):
     before, after, fresh = run(main())
     assert NOW - before > 86400  # the history line: its log's time
     assert fresh, (before, after)
+
+
+def test_an_index_keeps_record_lines_in_4_bytes_until_a_file_passes_2_to_the_32_lines():
+    idx = FileIndex("/rank0.log", 0)
+    idx.append_records(np.array([0, 7, 9]), np.array([1.8e9, 1.8e9 + 1, 1.8e9 + 1]))
+    assert idx.rec_line.itemsize == 4 and list(idx.record_lines()) == [0, 7]  # 9: the same time as 7
+    idx.append_records(np.array([(1 << 32) + 5]), np.array([1.8e9 + 2]))
+    idx.lines = (1 << 32) + 6
+    first, t, end = idx.take_records()
+    assert list(first) == [0, 7, (1 << 32) + 5] and list(t) == [1.8e9, 1.8e9 + 1, 1.8e9 + 2]
+    assert end == (1 << 32) + 6 and not len(idx.rec_line)

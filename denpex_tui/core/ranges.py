@@ -129,8 +129,7 @@ def join_index(a: FileIndex, b: FileIndex) -> None:
     elif pending and np.isnan(a.rec_time[-1]) and len(t):
         a.rec_time[-1] = float(t[0])
         first, t = first[1:], t[1:]
-    a.rec_line.frombytes(first.astype(np.int64).tobytes())
-    a.rec_time.frombytes(t.astype(np.float64).tobytes())
+    a.append_records(first, t)
     a.lines += b.lines
     a.end = b.end
     a.timed = a.timed or b.timed

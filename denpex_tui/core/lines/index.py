@@ -9,8 +9,9 @@ A :class:`FileIndex` is built from the reader's chunks and their line facts
 * its *records* for the merged timeline: a record is a timestamped line and the untimestamped
   lines after it (a traceback stays with the message it belongs to); lines before the file's
   first timestamp go with the first record; a time earlier than the file's previous one is
-  raised to it (time never goes backwards within a file). Records are kept as two arrays (the
-  line each starts at, its time) until the merge takes them (:meth:`take_records`);
+  raised to it (time never goes backwards within a file), and consecutive lines of one time are
+  one record. Records are kept as two arrays (the line each starts at, its time) until the
+  merge takes them (:meth:`take_records`);
 * a console's rank tag per line (who wrote it: :func:`~denpex_tui.core.lines.chunk.tag_of`).
 
 Reading back a line costs at most ``CHECKPOINT_BYTES`` of short lines plus ``MAX_SHOW`` bytes of
@@ -55,7 +56,7 @@ class FileIndex:
         self.year_hint: int | None = None
         self.dev_ino: tuple[int, int] | None = None
         self.tags: array | None = array("i") if console else None
-        self.rec_line = array("q")  # records not yet merged: first line ...
+        self.rec_line = array("I")  # records not yet merged: first line (4 bytes: "q" past 2**32 lines) ...
         self.rec_time = array("d")  # ... and time (NaN: the file has no timestamp yet)
         self._started = continued  # some record was made (merged or pending)
         self._fd: int | None = None
@@ -111,32 +112,58 @@ class FileIndex:
             self.timed = True
             raised = float(np.maximum.accumulate(np.maximum(cl.epoch[timed], self.last_time or -np.inf))[-1])
             self.last_time = raised
-        self.rec_line.frombytes(first.astype(np.int64).tobytes())
-        self.rec_time.frombytes(np.asarray(t, dtype=np.float64).tobytes())
+        self.append_records(first, t)
         self.lines += n
         if cl.year_hint is not None:
             self.year_hint = cl.year_hint
 
+    def append_records(self, first: np.ndarray, t: np.ndarray) -> None:
+        """Append records (first line, time; times never below the pending ones). A record
+        whose time is the one before it is no record of its own: its lines join that record.
+        The merge puts a file's records of one time next to each other in any case (ties go by
+        file, then by position), so the merged order is the same, and a file costs a record per
+        distinct time rather than per timestamped line (logs stamped to the second: most lines)."""
+        t = np.asarray(t, dtype=np.float64)
+        first = np.asarray(first, dtype=np.int64)
+        if len(t):
+            keep = np.ones(len(t), dtype=bool)
+            keep[1:] = t[1:] != t[:-1]  # NaN never equals: an untimed record stays one
+            if len(self.rec_time) and self.rec_time[-1] == t[0]:
+                keep[0] = False
+            if not keep.all():
+                first, t = first[keep], t[keep]
+        if len(first) and self.rec_line.typecode == "I" and int(first[-1]) >= 1 << 32:
+            self.rec_line = array("q", self.record_lines().astype(np.int64).tobytes())
+        self.rec_line.frombytes(first.astype(self.record_lines().dtype).tobytes())
+        self.rec_time.frombytes(t.tobytes())
+
+    def record_lines(self) -> np.ndarray:
+        """The pending records' first lines, in place (no copy)."""
+        return np.frombuffer(self.rec_line, dtype=np.uint32 if self.rec_line.typecode == "I" else np.int64)
+
+    def drop_records(self) -> None:
+        self.rec_line, self.rec_time = array(self.rec_line.typecode), array("d")
+
     def pending(self) -> tuple[np.ndarray, np.ndarray]:
         """The records not merged yet, as (first line, time) arrays, kept."""
-        return (np.frombuffer(self.rec_line, dtype=np.int64).copy(),
+        return (self.record_lines().astype(np.int64),
                 np.frombuffer(self.rec_time, dtype=np.float64).copy())
 
     def take_records(self, upto: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
         """The records not merged yet, as (first line, time) arrays, and the line they end
         before; forgotten here. With ``upto``, only the lines before line ``upto`` are taken:
         a record that runs past it is split, its rest staying pending with the same time."""
-        first = np.frombuffer(self.rec_line, dtype=np.int64).copy()
+        first = self.record_lines().astype(np.int64)
         t = np.frombuffer(self.rec_time, dtype=np.float64).copy()
         if upto is None or upto >= self.lines:
-            self.rec_line, self.rec_time = array("q"), array("d")
+            self.drop_records()
             return first, t, self.lines
         k = int(np.searchsorted(first, upto, side="left"))
         rest_f, rest_t = first[k:], t[k:]
         if k and (not len(rest_f) or rest_f[0] > upto):  # record k-1 goes on past upto
             rest_f = np.concatenate([[upto], rest_f]).astype(np.int64)
             rest_t = np.concatenate([[t[k - 1]], rest_t])
-        self.rec_line = array("q", rest_f.tobytes())
+        self.rec_line = array(self.rec_line.typecode, rest_f.astype(self.record_lines().dtype).tobytes())
         self.rec_time = array("d", rest_t.tobytes())
         return first[:k], t[:k], upto
 
