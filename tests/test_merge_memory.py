@@ -21,8 +21,9 @@ files, per = 64, 32000
 idxs = []
 for s in range(files):
     idx = FileIndex(f"/rank{s}.log", s)
-    idx.rec_line.frombytes(np.arange(per, dtype=np.int64).tobytes())
-    idx.rec_time.frombytes((1.8e9 + np.arange(per) * 0.01 + (s % 7) * 1e-3).tobytes())
+    # records as given, one per line (the index's own records join lines of one time: see ONE_TIME)
+    idx.rec_line = array("q", np.arange(per, dtype=np.int64).tobytes())
+    idx.rec_time = array("d", (1.8e9 + np.arange(per) * 0.01 + (s % 7) * 1e-3).tobytes())
     idx.lines = per
     idxs.append(idx)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -51,8 +52,8 @@ BATCHED = CHILD.replace("from denpex_tui.core.lines.merge import merge_runs",
     .replace("runs = merge_runs(idxs, list(range(files)), lambda sid: 0.0)",
              "parts = list(merge_history(idxs, list(range(files)), lambda sid: 0.0, batch=1 << 18))\n"
              "runs = Runs(np.concatenate([r.sids for r in parts]), np.concatenate([r.counts for r in parts]))")
-# every file's records at one time, the ranks' step lines all stamped alike (the synthetic 1 GB job's
-# last 95 %): slices must split the records of one time between files
+# every file's records at one time (a merge's ties at their worst: an index joins its own lines of one
+# time, but files share times): slices must split the records of one time between files
 ONE_TIME = BATCHED.replace("(1.8e9 + np.arange(per) * 0.01 + (s % 7) * 1e-3)", "np.full(per, 1.8e9)") \
     .replace("t = (1.8e9 + np.arange(per) * 0.01)[None, :] + (np.arange(files) % 7)[:, None] * 1e-3",
              "t = np.full((files, per), 1.8e9)")

@@ -106,6 +106,15 @@ class _Rows:
         if self.a.dtype == np.uint8:
             self.a = self.a.astype(np.uint16)
 
+    def reserve(self, more: int) -> None:
+        """Room for ``more`` rows, made once (a history's merge knows its line count: no doubling,
+        no old and new array alive together half-way)."""
+        need = self.n + more
+        if need > len(self.a):
+            grown = np.zeros(need, dtype=self.a.dtype)
+            grown[:self.n] = self.a[:self.n]
+            self.a = grown
+
     def extend(self, values: np.ndarray) -> None:
         need = self.n + len(values)
         if need > len(self.a):
@@ -194,6 +203,7 @@ class Timeline:
                 sids = [self._add(p, infos.get(p) or classify(p), indexes[p]) for p in order]
                 for sid in sids:
                     self.sources[sid].index.size()  # its identity, for the stale check
+                self.src.reserve(sum(self.sources[sid].index.lines for sid in sids))
                 for runs in merge_history([self.sources[s].index for s in sids], sids, self._place):
                     self._append(runs)
             finally:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from denpex_tui.core.lines import npy
 from denpex_tui.core.model import SourceInfo
+from denpex_tui.live._malloc import give_back
 
 from .messages import LevelsDone, SearchDone, TimelineChanged, ViewReady
 from .search import SearchQuery, find_all
@@ -132,8 +133,10 @@ class TimelineWorker:
 
     def _handle(self, batch: list) -> None:
         for item in batch:
-            if item[0] == "history":
+            if item[0] == "history":  # the read's and then the merge's freed heap back to the kernel
+                give_back()  # (a 1 GB job: ~27 MB, else under the merge's own arrays)
                 self.tl.adopt(item[1], item[2])
+                give_back()
                 self._changed(force=True)
         names: set[str] = set()
         spools: dict[str, list[str]] = {}

@@ -20,7 +20,6 @@ laid out by file, so a stable sort on (time, placement) alone gives the file ord
 from __future__ import annotations
 
 from dataclasses import dataclass
-from array import array
 from typing import Callable, Iterator, Sequence
 
 from denpex_tui.core.lines import npy as np
@@ -100,7 +99,7 @@ def _runs(sids_o: np.ndarray, counts_o: np.ndarray, last_time: float | None) -> 
     return Runs(sids_o[keep].astype(np.int32), counts_o[keep].astype(np.int64), last_time)
 
 
-BATCH_RECORDS = 1 << 19  # records sorted at once by the history's merge
+BATCH_RECORDS = 1 << 17  # records sorted at once by the history's merge (1 GB job: 2.6 MB of keys a slice)
 
 
 def merge_history(indexes: Sequence[FileIndex], sids: Sequence[int],
@@ -120,15 +119,17 @@ def merge_history(indexes: Sequence[FileIndex], sids: Sequence[int],
     for sid, idx in sorted(zip(sids, indexes), key=lambda x: x[0]):
         if not len(idx.rec_line):
             continue
-        first = np.frombuffer(idx.rec_line, dtype=np.int64)
+        first = idx.record_lines()
         t = np.frombuffer(idx.rec_time, dtype=np.float64)
         nan = np.isnan(t)
-        tie = np.zeros(len(t), np.int8)
+        tie = None  # every record timed (most files): no array of zeros kept for the merge
         if nan.any():  # an untimed file's lines: at its placing time, after the timed ones
             t = t.copy()
             t[nan] = place(sid)
-            tie[nan] = 1
-        if len(t) > 1 and ((t[1:] < t[:-1]) | ((t[1:] == t[:-1]) & (tie[1:] < tie[:-1]))).any():
+            tie = nan.astype(np.int8)
+        del nan
+        if len(t) > 1 and ((t[1:] < t[:-1]).any() or (tie is not None and (
+                (t[1:] == t[:-1]) & (tie[1:] < tie[:-1])).any())):
             whole = True  # a file's records out of the merge's order: one sort of everything
         files.append([sid, first, t, tie, idx.lines, 0])
     total = sum(len(f[1]) for f in files)
@@ -139,7 +140,7 @@ def merge_history(indexes: Sequence[FileIndex], sids: Sequence[int],
         k = 1 if whole else -(-total // batch)
         if k > 1:
             st = np.concatenate([f[2][::64] for f in files])
-            sk = np.concatenate([f[3][::64] for f in files])
+            sk = np.concatenate([_ties(f[3], len(f[2]))[::64] for f in files])
             ss = np.concatenate([np.full(len(f[2][::64]), f[0], np.int64) for f in files])
             o = np.lexsort((ss, sk, st))
             picks = o[(np.arange(1, k) * len(o)) // k]
@@ -157,7 +158,7 @@ def merge_history(indexes: Sequence[FileIndex], sids: Sequence[int],
                 c[:-1] = first[at + 1:upto] - first[at:upto - 1]
                 c[-1] = (int(first[upto]) if upto < len(first) else end) - int(first[upto - 1])
                 ts.append(t[at:upto])
-                ties.append(tie[at:upto])
+                ties.append(_ties(tie, upto - at) if tie is None else tie[at:upto])
                 ws.append(np.full(upto - at, sid, dtype=wide))
                 cs.append(c)
                 f[5] = upto
@@ -174,16 +175,22 @@ def merge_history(indexes: Sequence[FileIndex], sids: Sequence[int],
     finally:
         del files
         for idx in indexes:
-            idx.rec_line, idx.rec_time = array("q"), array("d")
+            idx.drop_records()
 
 
-def _before(t: np.ndarray, tie: np.ndarray, sid: int, cut: tuple[float, int, int]) -> int:
+def _ties(tie: np.ndarray | None, n: int) -> np.ndarray:
+    """A file's untimed marks (1: placed, not timed); ``None``: all n records are timed."""
+    return np.zeros(n, np.int8) if tie is None else tie
+
+
+def _before(t: np.ndarray, tie: np.ndarray | None, sid: int, cut: tuple[float, int, int]) -> int:
     """How many of a file's records (sorted by time, then untimed) come before the key ``cut``
     (time, untimed, file) in the merged order."""
     ct, ck, cs = cut
     lo = int(np.searchsorted(t, ct, side="left"))
     hi = int(np.searchsorted(t, ct, side="right"))
-    z = lo + int(np.count_nonzero(tie[lo:hi] == 0))  # the time's timed records, then its untimed
+    # the time's timed records, then its untimed
+    z = hi if tie is None else lo + int(np.count_nonzero(tie[lo:hi] == 0))
     if ck == 0:
         return z if sid < cs else lo
     return hi if sid < cs else z
