@@ -13,6 +13,18 @@ def _isolated_config(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
 
 
+@pytest.fixture(autouse=True)
+def _signals_as_python_sets_them():
+    """A test that runs ``cli.main`` in this process leaves SIGPIPE at SIG_DFL (the CLI wants
+    ``denpex scan | head`` to end quietly). Left so, a later test's write into a pipe whose
+    reader went away (a history pool torn down with the app under test) killed pytest itself,
+    rc 141 and no report, in place of a BrokenPipeError. Each test starts with Python's own."""
+    import signal
+
+    yield
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+
 @pytest.fixture(scope="session")
 def catalog():
     from denpex_tui.core.catalog import load_catalog
