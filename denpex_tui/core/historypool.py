@@ -155,6 +155,7 @@ def run_pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_tim
     ``io_timeout``) is reported as hung."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor  # (imported here: a small job never forks)
+    from concurrent.futures.process import BrokenProcessPool
 
     ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
     if ctx is None:
@@ -170,6 +171,7 @@ def run_pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_tim
     pool = ProcessPoolExecutor(max_workers=min(n_jobs, len(order)), initializer=_worker_init,
                                initargs=(10 if polite else 0, progress._shared, os.getpid()), mp_context=ctx)
     hung = False
+    again: list = []  # the tasks a worker that died took with it (OOM-killed, kill -9)
     try:
         futures = {pool.submit(_worker_run, t, index, partial_tail, progress.unknown_only, progress.progress_steps):
                    [t, None] for t in order}
@@ -181,8 +183,17 @@ def run_pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_tim
                 return
             for f in done:
                 t = futures[f][0]
+                try:
+                    h = f.result()
+                except BrokenProcessPool:
+                    again.append(t)
+                    continue
                 progress._done += t.size
-                joiner.add(t, f.result())
+                joiner.add(t, h)
+            if again:  # the pool is broken: every task not done yet is read again here
+                again += [futures[f][0] for f in pending]
+                hung = True
+                break
             now = time.monotonic()
             for f in list(pending):
                 rec = futures[f]
@@ -201,3 +212,22 @@ def run_pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_tim
             for proc in list(getattr(pool, "_processes", {}).values()):
                 proc.kill()
         pool.shutdown(wait=not hung, cancel_futures=True)
+    if again:
+        progress._shared = None  # the dead workers' counts: their tasks are read again
+        note = (f"a reader process ended abruptly (killed: out of memory?); {len(again)} of the "
+                "history's reads were done again in this process")
+        again.sort(key=lambda t: order.index(t))
+        run_serial(again, matcher, _Noted(joiner, note), index, partial_tail, io_timeout, progress)
+
+
+class _Noted:
+    """A joiner that adds a note to the first result it is given (it says why it was read twice)."""
+
+    def __init__(self, joiner, note: str) -> None:
+        self.joiner, self.note = joiner, note
+
+    def add(self, task: _Task, h: SourceHistory) -> None:
+        if self.note:
+            h.processor.errors.append(self.note)
+            self.note = ""
+        self.joiner.add(task, h)
