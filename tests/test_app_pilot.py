@@ -81,6 +81,24 @@ def test_diagnosis_rank_table_and_folded_findings(failed_root):
     run(main())
 
 
+def test_the_history_s_end_comes_with_the_job_summary_as_of_it(failed_root):
+    """The header counts the files found while the history is read, then the job's own count:
+    a summary still owed when the reading ended made one frame say "7 sources" of 9."""
+    from denpex_tui.live.events import HistoryDone
+
+    async def main():
+        messages = []
+        app = make_app(failed_root)
+        async with app.run_test(size=(160, 45), message_hook=messages.append) as pilot:
+            await settle(app, pilot)
+            batches = unique(messages, EngineBatch)
+            done = [b for b in batches if any(isinstance(e, HistoryDone) for e in b.events)]
+            assert len(done) == 1 and done[0].summary is not None
+            assert done[0].summary.sources == app.state.summary.sources > 1
+
+    run(main())
+
+
 def test_copy_key_and_click_copy_the_command_exactly(failed_root):
     async def main():
         app = make_app(failed_root)

@@ -140,8 +140,10 @@ async def feed(engine: Engine, post: Callable[[Any], Any], *, flush_s: float = 0
                 dirty = True
                 if isinstance(ev, HistoryDone) or (isinstance(ev, IncidentEvent) and not ev.incident.provisional):
                     # the history's end (the view's merge starts from it) and the final
-                    # diagnosis are not held for the batch window
-                    await flush()
+                    # diagnosis are not held for the batch window, and come with the job's
+                    # summary as of them: the header stops counting the files found when the
+                    # reading ends, so a summary owed from before said "7 sources" of 9 for a frame
+                    await flush(final=True)
                     continue
                 if deadline is None:
                     deadline = loop.time() + flush_s

@@ -230,7 +230,8 @@ class JobFeed:
         self._new.clear()
         return out
 
-    def _retriage(self) -> list[Any]:
+    def _sync(self) -> None:
+        """The job takes the sources that changed since it last did (in the parse thread)."""
         for sid in self._dirty:
             p = self.processors.get(sid)
             if p is not None:
@@ -238,6 +239,9 @@ class JobFeed:
                 self.job.results[key] = ProcessorResult.of(p)
         self._dirty.clear()
         self.job.changed()
+
+    def _retriage(self) -> list[Any]:
+        self._sync()
         stalls = {k: v for k, v in self.stalls.items() if isinstance(k, int)}
         incidents = triage(self.job, self.catalog, read_tail=read_tail, extra_stalls=stalls or None)
         if not self.history_done:
