@@ -216,7 +216,6 @@ def run_pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_tim
         progress._shared = None  # the dead workers' counts: their tasks are read again
         note = (f"a reader process ended abruptly (killed: out of memory?); {len(again)} of the "
                 "history's reads were done again in this process")
-        again.sort(key=lambda t: order.index(t))
         run_serial(again, matcher, _Noted(joiner, note), index, partial_tail, io_timeout, progress)
 
 
