@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from denpex_tui.live import sources
@@ -156,6 +156,10 @@ _op = st.one_of(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(_op, min_size=1, max_size=40))
+# found by CI: line 2 emitted whole, then cut twice inside it before a third cut to zero; the
+# second rewind forgot its head was emitted already and the third flushed "<2|" again
+@example(ops=[("write", 4, 1), ("poll", 1, 0), ("write", 1, 0), ("truncate", 0.5, 0), ("poll", 1, 0),
+              ("truncate", 0.875, 0), ("poll", 1, 0), ("truncate", 0.0, 0)])
 def test_any_writes_and_truncations_every_line_once_or_an_event(tmp_path_factory, ops):
     """Every line written after the last truncation is seen exactly once and in order; a
     line written before it is seen at most once, and missing only after a ``truncated`` or

@@ -114,7 +114,9 @@ def reread_from(f: OpenFile, b: int, old_emit: int) -> None:
     pread = _s.os_pread
     lo = f.pos - len(f.tail)
     known = f.tail[b - lo :] if b >= lo else f.head[b:]
-    known = known[: max(0, old_emit - b)]
+    # emitted: up to old_emit, and the torn head already known for a line emitted whole (a
+    # second cut inside it before it was completed: its head was flushed again otherwise)
+    known = known[: max(0, max(old_emit, f.dup_until) - b)]
     f.dup_until = b + common(pread(f.fd, len(known), b), known) if known else 0
     n = min(OVERLAP, b)
     f.tail = pread(f.fd, n, b - n) if n else b""  # bytes before b: ours, by the above
