@@ -14,3 +14,13 @@ def line_chunks(data: bytes, size: int) -> list[bytes]:
         out.append(data[pos:end])
         pos = end
     return out
+
+
+def readable(f, timeout: float) -> bool:
+    """select() on one fd or file, without select()'s limit of fd 1024: a test process under
+    load can hold more for a moment (CI: "filedescriptor out of range in select()")."""
+    import select
+
+    p = select.poll()
+    p.register(f, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(p.poll(timeout * 1000))

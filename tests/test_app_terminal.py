@@ -7,13 +7,13 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
-import select
 import signal
 import struct
 import subprocess
 import sys
 import termios
 import time
+from helpers import readable
 
 PAYLOAD = "cm0gLXJmIH4vKg=="  # base64 of a command an attacker would like in your clipboard
 HOSTILE = (
@@ -28,7 +28,7 @@ HOSTILE = (
 def _read(fd: int, until: float, want: bytes | None = None) -> bytes:
     out = b""
     while time.monotonic() < until:
-        r, _, _ = select.select([fd], [], [], 0.1)
+        r = [fd] if readable(fd, 0.1) else []
         if fd in r:
             try:
                 chunk = os.read(fd, 65536)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CORPUS
+from helpers import CORPUS, readable
 
 ENOSPC = "OSError: [Errno 28] No space left on device: '/ckpt/global_step100/mp_rank_0{r}_model_states.pt'"
 HUGE = "1" * 4301  # one digit more than Python's int-from-str limit
@@ -146,7 +145,7 @@ def test_huge_numbers_in_every_command(tmp_path):
     os.set_blocking(p.stdout.fileno(), False)
     end = time.monotonic() + 60
     while time.monotonic() < end and b'"complete": true' not in out:  # the whole history is read
-        select.select([p.stdout], [], [], 0.2)
+        readable(p.stdout, 0.2)
         out += p.stdout.read() or b""
     p.send_signal(signal.SIGINT)
     rest, err = p.communicate(timeout=20)

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from helpers import readable
 
 CASE = Path(__file__).parent / "fixtures" / "corpus" / "enospc_checkpoint_fastfail"
 STEP = re.compile(rb" train: step \d+/")
@@ -41,7 +41,7 @@ def _interrupt_at(job: Path, event: bytes) -> tuple[int, bytes]:
     os.set_blocking(p.stdout.fileno(), False)
     end = time.monotonic() + 60
     while time.monotonic() < end and event not in out:
-        select.select([p.stdout], [], [], 0.1)
+        readable(p.stdout, 0.1)
         out += p.stdout.read() or b""
     assert event in out
     p.send_signal(signal.SIGINT)

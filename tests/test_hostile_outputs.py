@@ -20,7 +20,6 @@ import json
 import os
 import pty
 import re
-import select
 import shutil
 import signal
 import struct
@@ -33,6 +32,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from helpers import readable
 
 # Real lines (failure-messages.md C1, and the torchrun/logging layout of the corpus) with the
 # hostile text spliced in where a log author controls it.
@@ -206,7 +206,7 @@ def _follow_json(job: Path, pack: Path) -> bytes:
     end = time.monotonic() + 60
     os.set_blocking(p.stdout.fileno(), False)
     while time.monotonic() < end and b'"event": "incident"' not in out:
-        select.select([p.stdout], [], [], 0.2)
+        readable(p.stdout, 0.2)
         out += p.stdout.read() or b""
     p.send_signal(signal.SIGINT)
     rest, err = p.communicate(timeout=20)
@@ -248,7 +248,7 @@ def _read(fd: int, seconds: float, want: tuple[bytes, ...] = ()) -> bytes:
     end = time.monotonic() + seconds
     waiting = bool(want)
     while time.monotonic() < end:
-        r, _, _ = select.select([fd], [], [], 0.1)
+        r = [fd] if readable(fd, 0.1) else []
         if fd in r:
             try:
                 chunk = os.read(fd, 1 << 16)

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from test_live_hostile import stalling_mount  # noqa: F401  (a fixture: a FUSE file that stops answering)
+from helpers import readable
 
 ENOSPC = "OSError: [Errno 28] No space left on device: '/ckpt/global_step100/mp_rank_00_model_states.pt'\n"
 
@@ -37,13 +38,11 @@ def _wait_gone(pgid: int, timeout: float = 10.0) -> bool:
 
 
 def _read_until(stream, pattern: bytes, timeout: float = 20.0) -> re.Match:
-    import select
-
     buf = b""
     deadline = time.monotonic() + timeout
     fd = stream.fileno()
     while time.monotonic() < deadline:
-        r, _, _ = select.select([fd], [], [], 0.2)
+        r = [fd] if readable(fd, 0.2) else []
         if fd in r:
             chunk = os.read(fd, 65536)
             if not chunk:
@@ -132,12 +131,10 @@ def test_scan_killed_with_sigterm_takes_its_forked_worker_with_it(stalling_mount
 
 
 def _collect(stream, timeout: float, until_eof: bool = False) -> bytes:
-    import select
-
     buf = b""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        r, _, _ = select.select([stream], [], [], 0.1)
+        r = [stream] if readable(stream, 0.1) else []
         if r:
             chunk = os.read(stream.fileno(), 65536)
             if not chunk:
@@ -172,11 +169,9 @@ class Pty:
         self._t.start()
 
     def _drain(self):
-        import select
-
         while True:
             try:
-                r, _, _ = select.select([self.master], [], [], 0.2)
+                r = [self.master] if readable(self.master, 0.2) else []
                 if r:
                     data = os.read(self.master, 65536)
                     if not data:

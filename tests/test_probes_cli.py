@@ -9,7 +9,6 @@ import io
 import json
 import os
 import pty
-import select
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import time
 import pytest
 
 from denpex_tui.commands import probe as cli
+from helpers import readable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = "/work/shared/corpus"
@@ -198,7 +198,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path):
         out = b""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            r, _, _ = select.select([master], [], [], 0.2)
+            r = [master] if readable(master, 0.2) else []
             if r:
                 try:
                     chunk = os.read(master, 65536)
