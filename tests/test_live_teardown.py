@@ -200,8 +200,11 @@ class Pty:
 def _exec_groups(pid: int) -> set[int]:
     import psutil
 
-    return {os.getpgid(c.pid) for c in psutil.Process(pid).children(recursive=True)
-            if "sleep" in " ".join(c.cmdline())}
+    try:
+        return {os.getpgid(c.pid) for c in psutil.Process(pid).children(recursive=True)
+                if "sleep" in " ".join(c.cmdline())}
+    except (psutil.ZombieProcess, psutil.NoSuchProcess, ProcessLookupError):
+        return set()  # watch has ended (the caller says so) or a child went meanwhile
 
 
 @pytest.mark.parametrize("how", ["hangup", "SIGHUP", "SIGPIPE"])
@@ -212,9 +215,10 @@ def test_watch_whose_terminal_goes_away_leaves_no_exec_command(tmp_path, how):
     try:
         t.wait_for(b"\x1b[?1049h")
         deadline = time.monotonic() + 20
-        while not _exec_groups(t.proc.pid):
+        while t.proc.poll() is None and not _exec_groups(t.proc.pid):
             assert time.monotonic() < deadline, "the --exec command did not start"
             time.sleep(0.1)
+        assert t.proc.poll() is None, f"watch ended ({t.proc.returncode}) before the test's signal: {bytes(t.out[-600:])!r}"
         groups = _exec_groups(t.proc.pid)
         if how == "hangup":
             os.close(t.master)  # an ssh disconnect: the terminal's master side is closed
