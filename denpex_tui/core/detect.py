@@ -126,7 +126,7 @@ def _path_near(text: str, end: int) -> str | None:
 
 class ErrnoDetector:
     literals: tuple[tuple[str, bool], ...] = tuple(
-        [(t, False) for t, _ in _BY_TEXT] + [("[Errno ", False), ("os error ", False), ("Os { code: ", False), ("errno", True)]
+        [(t, False) for t, _ in _BY_TEXT] + [("[Errno ", False), ("os error ", False), ("Os { code: ", False), ("errno", True), (" error = ", False)]
     )
 
     def detect(self, text: str) -> tuple[str, dict[str, Any]] | None:
@@ -267,7 +267,8 @@ _EXC = re.compile(
     r"^(?P<type>(?:[A-Za-z_]\w{0,80}\.){0,8}[A-Z]\w{0,80}?(?:Error|Exception|Interrupt|SystemExit|Failure|Fault))"
     r"(?::(?: (?P<msg>.*))?)?\s*$"
 )
-_EXC_LITERALS = (("Error", False), ("Exception", False), ("Interrupt", False), ("SystemExit", False), ("Failure", False))
+_EXC_LITERALS = (("Error", False), ("Exception", False), ("Interrupt", False), ("SystemExit", False), ("Failure", False),
+                 ("Fault", False))
 
 
 class ExceptionDetector:

@@ -16,7 +16,7 @@ from typing import Any
 
 from .catalog import Catalog, Signature
 from .detect import ErrnoDetector, ExceptionDetector, FatalDetector
-from .patterns import Prefilter
+from .patterns import LiteralSet, Prefilter
 
 __all__ = ["Matcher", "Detection", "ANCHORS", "VERSION_RULES", "ERROR_WORDS", "tier_of"]
 
@@ -68,6 +68,7 @@ class _Lit:
     text: str
     ignorecase: bool
     sigs: list[Signature]
+    detectors: list[int]  # indices into Matcher._generic whose literal this is
 
 
 _CACHE_LINES = 512
@@ -84,24 +85,29 @@ class Matcher:
         for sig in catalog:
             for p in sig.patterns:
                 key = (p.literal.lower() if p.ignorecase else p.literal, p.ignorecase)
-                lit = lits.setdefault(key, _Lit(key[0], p.ignorecase, []))
+                lit = lits.setdefault(key, _Lit(key[0], p.ignorecase, [], []))
                 if sig not in lit.sigs:
                     lit.sigs.append(sig)
         for a in ANCHORS.values():
-            lits.setdefault((a, False), _Lit(a, False, []))
+            lits.setdefault((a, False), _Lit(a, False, [], []))
         self._generic = [ErrnoDetector(), FatalDetector(), ExceptionDetector()]
-        for det in self._generic:
+        for i, det in enumerate(self._generic):
             for text, ci in det.literals:
                 key = (text.lower() if ci else text, ci)
-                lits.setdefault(key, _Lit(key[0], ci, []))
+                lit = lits.setdefault(key, _Lit(key[0], ci, [], []))
+                if i not in lit.detectors:
+                    lit.detectors.append(i)
         self.error_words = error_words
         self._cache: dict[str, Detection | None] = {}
         if error_words:
             for w in ERROR_WORDS:
-                lits.setdefault((w, True), _Lit(w, True, []))
+                lits.setdefault((w, True), _Lit(w, True, [], []))
         self._lits = list(lits.values())
-        self._cs = [l for l in self._lits if not l.ignorecase and l.sigs]
-        self._ci = [l for l in self._lits if l.ignorecase and l.sigs]
+        # Which literals a line holds, in one call: the detectors below run only where one of
+        # their literals is (a catalog signature's regex, each generic detector), instead of
+        # every detector on every candidate line.
+        self._useful = [l for l in self._lits if l.sigs or l.detectors]
+        self._which = LiteralSet([(l.text, l.ignorecase) for l in self._useful])
         self.prefilter = Prefilter([(l.text, l.ignorecase) for l in self._lits], small=small)
         self._refined: dict[str, set[str]] = {}
         for sig in catalog:
@@ -128,10 +134,18 @@ class Matcher:
 
     def _detect(self, text: str) -> Detection | None:
         hits: list[Detection] = []
-        sig = self.match(text)
+        found = self._found(text)
+        if not found:
+            return None
+        sig = self._best(text, found)
         if sig is not None:
             hits.append(Detection(sig, sig.fields(text), tier_of(sig)))
-        for det in self._generic:
+        ran: set[int] = set()
+        for lit in found:
+            ran.update(lit.detectors)
+        for i, det in enumerate(self._generic):
+            if i not in ran:
+                continue
             r = det.detect(text)
             if r is None:
                 continue
@@ -151,22 +165,24 @@ class Matcher:
 
     def match(self, text: str) -> Signature | None:
         """The best catalog signature for one prefix-stripped line, or None."""
+        return self._best(text, self._found(text))
+
+    def _found(self, text: str) -> list[_Lit]:
+        """The literals of signatures and detectors that ``text`` holds: case-sensitive ones
+        first, each group in catalog order (the order ties between signatures keep)."""
+        found = [self._useful[i] for i in self._which.ids(text)]
+        if len(found) > 1:
+            found.sort(key=lambda l: l.ignorecase)  # stable: catalog order within each group
+        return found
+
+    def _best(self, text: str, found: list[_Lit]) -> Signature | None:
         cands: list[Signature] = []
         seen: set[str] = set()
-        for lit in self._cs:
-            if lit.text in text:
-                for s in lit.sigs:
-                    if s.id not in seen:
-                        seen.add(s.id)
-                        cands.append(s)
-        if self._ci:
-            low = text.lower()
-            for lit in self._ci:
-                if lit.text in low:
-                    for s in lit.sigs:
-                        if s.id not in seen:
-                            seen.add(s.id)
-                            cands.append(s)
+        for lit in found:
+            for s in lit.sigs:
+                if s.id not in seen:
+                    seen.add(s.id)
+                    cands.append(s)
         if not cands:
             return None
         hits = [s for s in cands if s.matches(text)]
