@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from denpex_tui.core.lines import npy
 from denpex_tui.core.model import SourceInfo
-from denpex_tui.live._malloc import give_back
+from denpex_tui.core.heap import give_back
 
 from .messages import LevelsDone, SearchDone, TimelineChanged, ViewReady
 from .search import SearchQuery, find_all

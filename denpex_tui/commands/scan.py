@@ -33,6 +33,9 @@ def cmd_scan(args, cfg) -> int:
 
         return run_follow(args, sig_dirs)
     paths = list(args.paths)
+    from denpex_tui.core.heap import reuse_big_buffers
+
+    reuse_big_buffers()  # one read of the history, then the end: a freed chunk's pages are reused
     tmp = None
     if args.demo:
         from denpex_tui.core.demo import write_demo_job

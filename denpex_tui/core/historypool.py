@@ -18,6 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Any
 
 from . import history as _h
+from .heap import reuse_big_buffers
 from .history import ReadProgress, SourceHistory, _Task
 from .lines import npy
 from .pipeline import SourceProcessor
@@ -62,6 +63,7 @@ def _quiet_signals() -> None:
 
 def _worker_init(nice: int, shared, ppid: int | None = None) -> None:
     _quiet_signals()
+    reuse_big_buffers()  # a worker reads chunks and ends: their pages are reused, not faulted anew
     if ppid is not None:
         _die_with_parent(ppid)
     _WORKER["shared"] = shared

@@ -29,7 +29,7 @@ from typing import Any, Iterable
 from denpex_tui.probes.mounts import MountTable
 
 from ._fsinfo import CTO_FS, NAME_EVENTS, Inotify
-from ._malloc import big_buffers_unmapped
+from ..core.heap import big_buffers_unmapped
 from .dirwatch import DirWatch, expand_spec
 from .filecap import FileCap
 from .follower import FileFollower
@@ -148,7 +148,7 @@ class Tailer:
         proctable: Any = None,
         mounts: MountTable | None = None,
     ) -> None:
-        big_buffers_unmapped()  # a huge line must not leave the heaps fragmented (see _malloc)
+        big_buffers_unmapped()  # a huge line must not leave the heaps fragmented (see core.heap)
         self.opts = o = options or TailOptions()
         self.specs = [expand_spec(p) for p in paths]
         self.exec_specs = list(execs)

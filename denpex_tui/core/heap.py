@@ -1,4 +1,14 @@
-"""Big buffers back to the kernel when freed (glibc only; a no-op elsewhere).
+"""How glibc's heap serves the readers' big buffers (glibc only; a no-op elsewhere).
+
+Two settings for two kinds of process:
+
+* A **history reader** (a pool worker, or ``scan`` itself) allocates an 8 MiB chunk, copies
+  it once or twice and frees it, a hundred times a second. Served from fresh mappings, every
+  page of every chunk is faulted in and zeroed by the kernel: 0.64 s of system time per GB read
+  against 0.13 s when the freed chunks' pages are reused (measured on the 1 GiB benchmark job).
+  :func:`reuse_big_buffers` keeps them in the heap: a fixed mmap threshold above the biggest
+  chunk, and a trim threshold that leaves a few chunks' worth of free pages mapped.
+* The **live engine** (below) is the opposite case.
 
 The live engine reads in pieces of up to 8 MiB and splits over-long lines into 1 MiB
 pieces, from several threads.  glibc raises its mmap threshold dynamically after such
@@ -20,23 +30,42 @@ import ctypes
 import ctypes.util
 import sys
 
-__all__ = ["big_buffers_unmapped", "give_back"]
+__all__ = ["big_buffers_unmapped", "give_back", "reuse_big_buffers"]
 
+_M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 _done = False
 
 
-def big_buffers_unmapped(threshold: int = 1 << 20) -> bool:
-    global _done
-    if _done or not sys.platform.startswith("linux"):
-        return _done
+def _mallopt():
+    if not sys.platform.startswith("linux"):
+        return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
     except (OSError, AttributeError):
-        return False
+        return None
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
+    return mallopt
+
+
+def reuse_big_buffers(biggest: int = 32 << 20) -> bool:
+    """Serve buffers up to ``biggest`` bytes from the heap and keep up to four of them free
+    there: for a process that reads history chunks and ends (see the module's doc)."""
+    mallopt = _mallopt()
+    if mallopt is None:
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, biggest)) and bool(mallopt(_M_TRIM_THRESHOLD, 4 * biggest))
+
+
+def big_buffers_unmapped(threshold: int = 1 << 20) -> bool:
+    global _done
+    if _done:
+        return _done
+    mallopt = _mallopt()
+    if mallopt is None:
+        return False
     _done = bool(mallopt(_M_MMAP_THRESHOLD, threshold))
     return _done
 
