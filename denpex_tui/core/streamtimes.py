@@ -50,12 +50,11 @@ _JUMPS = 64  # untimed lines of one label tried from the chunk's end before the 
 class _Ctx:
     """One chunk's view for earlier-time lookups: the recent bytes before it, then the chunk."""
 
-    __slots__ = ("buf", "base", "cursor", "by_key", "any", "starts")
+    __slots__ = ("buf", "base", "cursor", "by_key", "any")
 
     def __init__(self, recent: bytes, data: bytes) -> None:
         self.buf = recent + data if recent else data
         self.base = len(recent)
-        self.starts = line_starts(self.buf if self.buf.endswith(b"\n") else self.buf + b"\n")
         self.cursor = 0  # lines before this position were read
         self.by_key: dict = {}  # stream -> (time, line start)
         self.any: tuple[datetime, int] | None = None
@@ -110,8 +109,16 @@ class StreamTimesMixin:
             self._chunk = data
         buf = ctx.buf
         p = ctx.base + s
-        i = int(np.searchsorted(ctx.starts, p, side="left"))  # the line at p (p is a line start)
-        lo = max(int(ctx.starts[max(0, i - WINDOW_LINES)]), p - WINDOW_BYTES)
+        # the start of the WINDOW_LINES-th line before p (p is a line start), or of the buffer,
+        # walked back newline by newline: a line index of the whole chunk (numpy over 8 MB for
+        # each chunk with an untimed traceback) cost more than the 400 steps it answers
+        floor = max(0, p - WINDOW_BYTES)
+        lo = p
+        for _ in range(WINDOW_LINES):
+            if lo <= floor:
+                break
+            lo = buf.rfind(b"\n", floor, lo - 1) + 1
+        lo = max(lo, floor)
         pos = max(ctx.cursor, lo)
         if pos > ctx.cursor and pos > 0 and buf[pos - 1:pos] != b"\n":
             pos = buf.find(b"\n", pos) + 1 or p
