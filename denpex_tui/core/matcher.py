@@ -5,7 +5,11 @@ The catalog (TOML patterns, which may declare named groups) is one detector; the
 their literals join the same prefilter. :meth:`Matcher.detect` gives one :class:`Detection`
 per line, by one rule: an error beats a context line; then a specific catalog signature
 (tier 0) beats an errno or fatal-signal one (tier 1), which beats a bare exception (tier 2).
-Fields of every detector that fired are merged (the winner's first)."""
+Fields of every detector that fired are merged (the winner's first). A detector runs only on a
+line that holds one of its literals (one RE2 set pass over the line says which): the literals
+every signature's pattern requires, and each generic detector's own, which must cover its
+regular expressions (a test holds the gated matcher equal to one that tries everything).
+"""
 
 from __future__ import annotations
 

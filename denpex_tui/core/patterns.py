@@ -224,8 +224,8 @@ HYPERSCAN_WORTH = 32 << 20
 class Prefilter:
     """Multi-literal search over whole chunks of bytes.
 
-    ``candidates(data)`` returns the sorted, de-duplicated start offsets of the lines in
-    ``data`` that contain at least one literal, with the set of literal ids found on each.
+    ``line_starts(data)`` returns the sorted, de-duplicated start offsets of the lines in
+    ``data`` that contain at least one literal (which literals a line holds: :class:`LiteralSet`).
     """
 
     def __init__(self, literals: list[tuple[str, bool]], *, small: bool = False, regex: bool = False):
