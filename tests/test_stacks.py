@@ -152,6 +152,20 @@ def test_a_live_torchrun_hang_is_shown_grouped(tmp_path):
         gs = _wait(grouped, 60, "ranks 0, 1, 3 in the barrier")
         assert gs["torch.save"] == [2]
     finally:
+        # torchrun starts each worker in a session of its own: killing the launcher's group
+        # left four workers behind (reparented to init, still alive minutes later)
+        import psutil
+
+        try:
+            workers = psutil.Process(launcher.pid).children(recursive=True)
+        except psutil.Error:
+            workers = []
         os.killpg(launcher.pid, signal.SIGKILL)
+        for w in workers:
+            try:
+                w.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(workers, timeout=30)
         launcher.wait()
         log.close()

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["SourceHistory", "ReadProgress", "read_history", "PARALLEL_MIN_BYTES", "RANGE_BYTES", "IO_TIMEOUT_S"]
 
 PARALLEL_MIN_BYTES = 48 << 20
-RANGE_BYTES = 48 << 20
+RANGE_BYTES = 24 << 20
 MIN_RANGE_BYTES = 8 << 20  # a file above its share of the work is cut into ranges at least this big
 IO_TIMEOUT_S = 60.0
 ERROR_JSON_MAX = 4 << 20
