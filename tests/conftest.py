@@ -5,12 +5,19 @@ import pytest
 
 
 
+@pytest.fixture(scope="session")
+def _session_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("xdg-cache")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_config(tmp_path_factory, monkeypatch):
-    """Never read the developer's own ~/.config/denpex during tests."""
+def _isolated_config(tmp_path_factory, monkeypatch, _session_cache):
+    """Never read the developer's own ~/.config/denpex during tests, nor use or fill their
+    ~/.cache/denpex (compiled databases: one cache for the session)."""
     home = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(_session_cache))
 
 
 @pytest.fixture(autouse=True)

@@ -54,6 +54,25 @@ def _size(path: str) -> int | None:
         return None
 
 
+def _maybe_warnings(blob: bytes, *, skip_first: bool):
+    """(index, bytes) of the lines of ``blob`` (split at newlines) whose first 400 bytes hold a
+    warning level word or letter, found in C over the whole blob (a line-by-line loop over 2 MB
+    took 48 ms of a 0.5 s scan); ``skip_first``: the first line may be partial."""
+    seen = -1
+    at_line, at_pos = 0, 0  # a line index and its start, advanced as matches come in order
+    for m in _MAYBE_WARNING.finditer(blob):
+        ls = blob.rfind(b"\n", 0, m.start()) + 1
+        if ls <= seen or m.end() - ls > 400:
+            continue
+        at_line += blob.count(b"\n", at_pos, ls)
+        at_pos = ls
+        seen = ls
+        if at_line == 0 and skip_first:
+            continue
+        le = blob.find(b"\n", ls)
+        yield at_line, blob[ls:le if le >= 0 else len(blob)]
+
+
 def _first_warning(f: Finding, sources: list, job: JobState, catalog: Catalog, read_tail) -> dict | None:
     best = None
     words = _PHASE_WORDS.get(f.phase, ())
@@ -68,16 +87,12 @@ def _first_warning(f: Finding, sources: list, job: JobState, catalog: Catalog, r
         blob = read_tail(summary.path, end, 2 << 20)
         if not blob:
             continue
-        lines = blob.split(b"\n")
-        if end is None and lines and not lines[-1]:
-            lines.pop()
         # Line numbers: known exactly only in the same file (counted back from the error).
-        base = f.text_line - (len(lines) - 1) if same_file else None
-        for i, raw in enumerate(lines):
-            if i == 0 and (end is None or len(blob) >= (2 << 20)):
-                continue  # maybe a partial line
-            if not _MAYBE_WARNING.search(raw, 0, 400):
-                continue  # no warning level word or letter: not a warning (C speed, before the door)
+        n_lines = blob.count(b"\n") + 1
+        if end is None and blob.endswith(b"\n"):
+            n_lines -= 1
+        base = f.text_line - (n_lines - 1) if same_file else None
+        for i, raw in _maybe_warnings(blob, skip_first=end is None or len(blob) >= (2 << 20)):
             pre = line_facts(raw)
             rank = pre.rank
             if rank is None and pre.local_rank is not None:

@@ -27,7 +27,6 @@ merge that follows would add its own arrays on top.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 __all__ = ["big_buffers_unmapped", "give_back", "reuse_big_buffers"]
@@ -37,13 +36,26 @@ _M_MMAP_THRESHOLD = -3
 _done = False
 
 
-def _mallopt():
+def _libc():
+    """The C library's symbols, as the process already has them (``ctypes.util.find_library``
+    runs ``ldconfig -p``: 27 ms of scan's start-up)."""
     if not sys.platform.startswith("linux"):
         return None
+    for name in (None, "libc.so.6"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+def _mallopt():
+    libc = _libc()
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+        mallopt = libc.mallopt if libc is not None else None
+    except AttributeError:  # not glibc (musl has no mallopt)
+        return None
+    if mallopt is None:
         return None
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
@@ -72,11 +84,12 @@ def big_buffers_unmapped(threshold: int = 1 << 20) -> bool:
 
 def give_back() -> bool:
     """Free heap pages back to the kernel (glibc's ``malloc_trim(0)``); False where there is none."""
-    if not sys.platform.startswith("linux"):
-        return False
+    libc = _libc()
     try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
+        trim = libc.malloc_trim if libc is not None else None
+    except AttributeError:
+        return False
+    if trim is None:
         return False
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int

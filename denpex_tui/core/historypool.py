@@ -164,6 +164,7 @@ def run_pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_tim
         run_serial(tasks, matcher, joiner, index, partial_tail, io_timeout, progress)
         return
     npy.import_now()  # before the fork: no worker may inherit numpy half-imported by another thread
+    matcher.prefilter  # noqa: B018 - compiled (or loaded) once, here: the workers inherit it
     _WORKER["matcher"] = matcher  # the workers start with it compiled
     # the small sources first (a few ms in all: the ranks' short logs, their errors and timeouts,
     # make the diagnosis "so far" while the big ones load), then the largest first, so that the

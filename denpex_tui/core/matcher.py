@@ -112,11 +112,20 @@ class Matcher:
         # every detector on every candidate line.
         self._useful = [l for l in self._lits if l.sigs or l.detectors]
         self._which = LiteralSet([(l.text, l.ignorecase) for l in self._useful])
-        self.prefilter = Prefilter([(l.text, l.ignorecase) for l in self._lits], small=small)
+        self._small = small
+        self._prefilter: Prefilter | None = None
         self._refined: dict[str, set[str]] = {}
         for sig in catalog:
             for r in sig.refines:
                 self._refined.setdefault(r, set()).add(sig.id)
+
+    @property
+    def prefilter(self) -> Prefilter:
+        """The chunk prefilter, compiled at first use: a matcher that only judges lines one by
+        one (the first-warning search, an excerpt) never compiles it."""
+        if self._prefilter is None:
+            self._prefilter = Prefilter([(l.text, l.ignorecase) for l in self._lits], small=self._small)
+        return self._prefilter
 
     @property
     def backend(self) -> str:

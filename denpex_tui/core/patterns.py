@@ -21,6 +21,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from .hscache import hyperscan_database
+
 try:  # Python 3.11+
     import re._parser as _sre_parse  # type: ignore[import-not-found]
     import re._constants as _sre_const  # type: ignore[import-not-found]
@@ -242,10 +244,10 @@ class Prefilter:
         # DENPEX_PREFILTER=re2 forces the portable backend (benchmarks, tests of the fallback).
         if HAVE_HYPERSCAN and not small and os.environ.get("DENPEX_PREFILTER", "") != "re2":
             try:
-                db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
                 exprs = [(lit if regex else re.escape(lit)).encode("utf-8") for lit, _ in literals]
                 flags = [(_hs.HS_FLAG_CASELESS if ci else 0) for _, ci in literals]
-                db.compile(expressions=exprs, ids=list(range(len(literals))), elements=len(literals), flags=flags)
+                probe = b"" if regex else literals[0][0].encode("utf-8")
+                db = hyperscan_database(_hs, exprs, list(range(len(literals))), flags, probe)
                 self._hs_db = db
                 self._scratch = _hs.Scratch(db)
                 self.backend = "hyperscan"
