@@ -102,3 +102,12 @@ def test_no_cache_writes_nothing(cache, monkeypatch):
 def test_the_cache_folder_is_private(cache):
     Prefilter(LITERALS)
     assert (cache.stat().st_mode & 0o777) == 0o700
+
+
+def test_only_the_most_recent_databases_are_kept(cache, monkeypatch):
+    monkeypatch.setattr(hscache, "KEEP", 3)
+    for i in range(5):
+        Prefilter([(f"checkpoint number {i}", False)])
+    assert len(_files(cache)) == 3
+    newest = Prefilter([("checkpoint number 4", False)])
+    assert newest.line_starts(b"x\ncheckpoint number 4\n") == [2]

@@ -16,6 +16,9 @@ The cache can only cost time, never change a result:
 * a cache folder that cannot be written to is no error: the run compiles, as without a cache.
   Files are written whole to a temporary name and renamed, so a concurrent reader never sees
   half a file.
+
+Each set of patterns (a user's signature packs make others) has its own file of about 0.5 MB;
+the :data:`KEEP` most recently written are kept.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import os
 import platform
 import tempfile
 
-__all__ = ["hyperscan_database", "cache_dir"]
+__all__ = ["hyperscan_database", "cache_dir", "KEEP"]
+
+KEEP = 16
 
 _CPU: str | None = None
 
@@ -109,6 +114,7 @@ def _store(path: str, data: bytes) -> None:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             os.replace(tmp, path)
+            _prune(os.path.dirname(path))
         except BaseException:
             try:
                 os.unlink(tmp)
@@ -117,3 +123,17 @@ def _store(path: str, data: bytes) -> None:
             raise
     except OSError:
         pass  # a read-only or full home: no cache, the next run compiles again
+
+
+def _prune(folder: str) -> None:
+    """Only the KEEP most recently written databases stay."""
+    try:
+        found = []
+        for e in os.scandir(folder):
+            if e.name.startswith("hs-") and e.name.endswith(".db"):
+                found.append((e.stat().st_mtime, e.path))
+        found.sort(reverse=True)
+        for _, old in found[KEEP:]:
+            os.unlink(old)
+    except OSError:
+        pass
