@@ -102,13 +102,22 @@ class Signature:
 
     def matches(self, text: str) -> bool:
         """Full-pattern test on one (prefix-stripped, safe) line."""
+        return self.search(text) is not None
+
+    def search(self, text: str) -> dict[str, Any] | None:
+        """The line's fields when it matches (as :meth:`fields` gives them), else None: one
+        search of each pattern for both answers."""
         for p in self.patterns:
-            if p.search(text):
+            m = p.search(text)
+            if m:
                 for x in self.excludes:
                     if x.search(text):
-                        return False
-                return True
-        return False
+                        return None
+                try:
+                    return {k: v for k, v in m.groupdict().items() if v is not None}
+                except AttributeError:
+                    return {}
+        return None
 
     def fields(self, text: str) -> dict[str, Any]:
         """The named groups of the first pattern that matches (``(?P<path>...)``), as fields."""

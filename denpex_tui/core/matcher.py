@@ -150,9 +150,9 @@ class Matcher:
         found = self._found(text)
         if not found:
             return None
-        sig = self._best(text, found)
-        if sig is not None:
-            hits.append(Detection(sig, sig.fields(text), tier_of(sig)))
+        best = self._best(text, found)
+        if best is not None:
+            hits.append(Detection(best[0], best[1], tier_of(best[0])))
         ran: set[int] = set()
         for lit in found:
             ran.update(lit.detectors)
@@ -178,7 +178,8 @@ class Matcher:
 
     def match(self, text: str) -> Signature | None:
         """The best catalog signature for one prefix-stripped line, or None."""
-        return self._best(text, self._found(text))
+        best = self._best(text, self._found(text))
+        return best[0] if best is not None else None
 
     def _found(self, text: str) -> list[_Lit]:
         """The literals of signatures and detectors that ``text`` holds: case-sensitive ones
@@ -188,7 +189,8 @@ class Matcher:
             found.sort(key=lambda l: l.ignorecase)  # stable: catalog order within each group
         return found
 
-    def _best(self, text: str, found: list[_Lit]) -> Signature | None:
+    def _best(self, text: str, found: list[_Lit]) -> tuple[Signature, dict[str, Any]] | None:
+        """The best signature among those of ``found`` that match, with its fields."""
         cands: list[Signature] = []
         seen: set[str] = set()
         for lit in found:
@@ -198,13 +200,18 @@ class Matcher:
                     cands.append(s)
         if not cands:
             return None
-        hits = [s for s in cands if s.matches(text)]
+        fields: dict[str, dict[str, Any]] = {}
+        hits = []
+        for s in cands:
+            f = s.search(text)
+            if f is not None:
+                fields[s.id] = f
+                hits.append(s)
         if not hits:
             return None
-        if len(hits) == 1:
-            return hits[0]
-        ids = {s.id for s in hits}
-        # A more specific signature wins over the one it refines (transitively).
-        hits = [s for s in hits if not (self._refined.get(s.id, set()) & ids)] or hits
-        hits.sort(key=lambda s: (_ROLE_ORDER[s.role], _SEV_ORDER[s.severity], -max(len(p.literal) for p in s.patterns)))
-        return hits[0]
+        if len(hits) > 1:
+            ids = {s.id for s in hits}
+            # A more specific signature wins over the one it refines (transitively).
+            hits = [s for s in hits if not (self._refined.get(s.id, set()) & ids)] or hits
+            hits.sort(key=lambda s: (_ROLE_ORDER[s.role], _SEV_ORDER[s.severity], -max(len(p.literal) for p in s.patterns)))
+        return hits[0], fields[hits[0].id]
