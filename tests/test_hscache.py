@@ -111,3 +111,19 @@ def test_only_the_most_recent_databases_are_kept(cache, monkeypatch):
     assert len(_files(cache)) == 3
     newest = Prefilter([("checkpoint number 4", False)])
     assert newest.line_starts(b"x\ncheckpoint number 4\n") == [2]
+
+
+def test_a_database_others_may_write_to_is_not_loaded(cache, monkeypatch):
+    Prefilter(LITERALS)
+    (name,) = _files(cache)
+    (cache / name).chmod(0o666)
+    _no_compile(monkeypatch)
+    # refused: compiling is attempted (and refused here), so the prefilter falls back to RE2
+    assert Prefilter(LITERALS).backend == "re2"
+
+
+def test_a_cache_folder_others_may_write_to_is_not_used(cache, monkeypatch):
+    Prefilter(LITERALS)
+    cache.chmod(0o777)
+    _no_compile(monkeypatch)
+    assert Prefilter(LITERALS).backend == "re2"

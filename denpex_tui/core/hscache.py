@@ -13,6 +13,8 @@ The cache can only cost time, never change a result:
   home directory shared by a cluster's nodes must not hand one CPU's database to another);
 * a loaded database must find its own first expression in a probe scan before it is used;
 * a file that cannot be read, loaded or checked is compiled again (and rewritten);
+* a folder or file that is not the user's own, or that others may write to, is not used (nor
+  written to);
 * a cache folder that cannot be written to is no error: the run compiles, as without a cache.
   Files are written whole to a temporary name and renamed, so a concurrent reader never sees
   half a file.
@@ -41,6 +43,16 @@ def cache_dir() -> str | None:
         return None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "denpex")
+
+
+def _ours(path: str) -> bool:
+    """Whether ``path`` (the cache folder or a file in it) is this user's and no one else may
+    write to it: a database is machine code's input, and only its owner may plant one."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 def _cpu() -> str:
@@ -91,7 +103,7 @@ def hyperscan_database(hs, exprs: list[bytes], ids: list[int], flags: list[int],
     mode = hs.HS_MODE_BLOCK
     where = cache_dir()
     path = os.path.join(where, f"hs-{_key(hs, mode, exprs, ids, flags)}.db") if where else None
-    if path is not None:
+    if path is not None and _ours(os.path.dirname(path)) and _ours(path):
         try:
             with open(path, "rb") as fh:
                 db = hs.loadb(fh.read(), mode=mode)
@@ -101,7 +113,7 @@ def hyperscan_database(hs, exprs: list[bytes], ids: list[int], flags: list[int],
             pass
     db = hs.Database(mode=mode)
     db.compile(expressions=exprs, ids=ids, elements=len(exprs), flags=flags)
-    if path is not None:
+    if path is not None and (not os.path.exists(os.path.dirname(path)) or _ours(os.path.dirname(path))):
         _store(path, hs.dumpb(db))
     return db
 
