@@ -36,30 +36,24 @@ _M_MMAP_THRESHOLD = -3
 _done = False
 
 
-def _libc():
-    """The C library's symbols, as the process already has them (``ctypes.util.find_library``
-    runs ``ldconfig -p``: 27 ms of scan's start-up)."""
+def _libc_fn(name: str, argtypes: list, restype):
+    """A function of the C library, as the process already has it loaded (None: not Linux, or
+    not glibc: musl has no mallopt). ``ctypes.util.find_library`` was not used: it runs
+    ``ldconfig -p``, 27 ms of scan's start-up."""
     if not sys.platform.startswith("linux"):
         return None
-    for name in (None, "libc.so.6"):
+    for lib in (None, "libc.so.6"):
         try:
-            return ctypes.CDLL(name)
-        except OSError:
+            fn = getattr(ctypes.CDLL(lib), name)
+        except (OSError, AttributeError):
             continue
+        fn.argtypes, fn.restype = argtypes, restype
+        return fn
     return None
 
 
 def _mallopt():
-    libc = _libc()
-    try:
-        mallopt = libc.mallopt if libc is not None else None
-    except AttributeError:  # not glibc (musl has no mallopt)
-        return None
-    if mallopt is None:
-        return None
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return mallopt
+    return _libc_fn("mallopt", [ctypes.c_int, ctypes.c_int], ctypes.c_int)
 
 
 def reuse_big_buffers(biggest: int = 32 << 20) -> bool:
@@ -84,13 +78,5 @@ def big_buffers_unmapped(threshold: int = 1 << 20) -> bool:
 
 def give_back() -> bool:
     """Free heap pages back to the kernel (glibc's ``malloc_trim(0)``); False where there is none."""
-    libc = _libc()
-    try:
-        trim = libc.malloc_trim if libc is not None else None
-    except AttributeError:
-        return False
-    if trim is None:
-        return False
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return bool(trim(0))
+    trim = _libc_fn("malloc_trim", [ctypes.c_size_t], ctypes.c_int)
+    return trim is not None and bool(trim(0))

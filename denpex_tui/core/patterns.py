@@ -320,8 +320,9 @@ class LiteralSet:
                 rset.Add(("(?i)" if ci else "") + re.escape(text))
             rset.Compile()
             self._set = rset._set  # the compiled set; its wrapper's Match re-encodes each call
-        self._cs = [(i, t) for i, (t, ci) in enumerate(literals) if not ci]
-        self._ci = [(i, t) for i, (t, ci) in enumerate(literals) if ci]
+            return
+        self._cs = [(i, t) for i, (t, ci) in enumerate(literals) if not ci]  # pragma: no cover
+        self._ci = [(i, t) for i, (t, ci) in enumerate(literals) if ci]  # pragma: no cover
 
     def ids(self, text: str) -> list[int]:
         if self._set is not None:
