@@ -20,7 +20,9 @@ from typing import Any
 
 from .catalog import Catalog, Signature
 from .detect import ErrnoDetector, ExceptionDetector, FatalDetector
+from .firsterror import ERROR_LINE_WORDS
 from .patterns import LiteralSet, Prefilter
+from .progress import SAVE_NEEDLES
 
 __all__ = ["Matcher", "Detection", "ANCHORS", "VERSION_RULES", "ERROR_WORDS", "tier_of"]
 
@@ -46,6 +48,11 @@ VERSION_RULES = [
 # Words that make a line an error worth showing even when no detector knows it.
 ERROR_WORDS = ("error", "failed", "failure", "fatal", "exception", "abort", "killed", "segmentation fault")
 _GENERIC_IDS = {"python.uncaught-exception"}
+
+# The history pass's other searches over every chunk: each rank's first error line, and the lines
+# that may be checkpoint saves (scan's rhythm). With Hyperscan they join the prefilter's database,
+# so one pass serves the three (SourceProcessor.chunk_groups).
+CHUNK_GROUPS = {"errors": (ERROR_LINE_WORDS, True), "saves": (SAVE_NEEDLES, False)}
 
 _ROLE_ORDER = {"initiating": 0, "collateral": 1, "context": 2}
 
@@ -124,7 +131,8 @@ class Matcher:
         """The chunk prefilter, compiled at first use: a matcher that only judges lines one by
         one (the first-warning search, an excerpt) never compiles it."""
         if self._prefilter is None:
-            self._prefilter = Prefilter([(l.text, l.ignorecase) for l in self._lits], small=self._small)
+            self._prefilter = Prefilter([(l.text, l.ignorecase) for l in self._lits], small=self._small,
+                                        groups=CHUNK_GROUPS)
         return self._prefilter
 
     @property

@@ -93,6 +93,9 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
         self.first_time: datetime | None = None  # the source's first timestamp (clock-skew evidence)
         self.restarts = 0  # "will restart worker group" lines seen (a range's attempts are shifted by them)
         self.first_error: tuple[int, float | None] | None = None  # (line, epoch): a rank file's first error
+        # the other searches' lines in the chunk fed last, by group (Matcher.CHUNK_GROUPS), where
+        # the prefilter's one pass found them; a group not here is searched by its own reader
+        self.chunk_groups: dict[str, list[int]] = {}
         self.init_streams()
 
     def attach(self, matcher: Matcher, on_finding: Callable[[Finding], None] | None = None) -> None:
@@ -106,6 +109,7 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
         for k in ("matcher", "catalog", "on_finding"):
             d.pop(k, None)
         d["_ctx"] = d["_chunk"] = None  # a chunk's look-back buffer does not travel
+        d["chunk_groups"] = {}
         return d
 
     def __setstate__(self, d: dict) -> None:
@@ -118,13 +122,14 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
         """Process ``data`` (whole lines, ending with a newline) found at byte ``offset``.
         ``continues``: its first line is the rest of a line already fed (a follower's piece of
         an over-long or timed-out line): dropped, as the reader drops it."""
+        self.chunk_groups = {}
         if continues:
             kept = drop_continued(data, True)
             offset += len(data) - len(kept)
             data = kept
         if not data:
             return
-        starts = self.matcher.prefilter.line_starts(data)
+        starts, self.chunk_groups = self.matcher.prefilter.scan(data)
         cand = set(starts)
         n = len(data)
         pos = 0
@@ -184,7 +189,7 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
         if self.first_time is None and self.info.kind != "error-json":
             self.find_first_time(data)
         if self.first_error is None and self.info.kind in ("rank-file", "exec"):
-            self.look_first_error(data, self.line_no + 1)
+            self.look_first_error(data, self.line_no + 1, self.chunk_groups.get("errors"))
         self.line_no = cur
         self.bytes_read = offset + n
         if self.info.kind != "console":

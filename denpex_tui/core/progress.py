@@ -94,11 +94,12 @@ _SAVE_B = re.compile(rb"(?i)sav(?:e|ing)|ready now|copying complete")
 _STEP_B = re.compile(STEP.pattern.encode(), re.I)
 
 
-_SAVE_NEEDLES = ("sav", "Sav", "SAV", "ready now", "Copying complete")
-# the lines holding one, in one pass over the chunk (Hyperscan for a chunk of 1 MB or more: a
-# 22 MB rank log in 3 ms instead of RE2's 34, a cost the history pass pays for every rank log it
-# counts; RE2 below): only the few lines it finds cost Python work
-_SAVES = LineScan(_SAVE_NEEDLES)
+SAVE_NEEDLES = ("sav", "Sav", "SAV", "ready now", "Copying complete")
+# the lines holding one, in one pass over the chunk (the matcher's prefilter finds them in the same
+# pass where it can: Matcher.CHUNK_GROUPS; else Hyperscan for a chunk of 1 MB or more: a 22 MB
+# rank log in 3 ms instead of RE2's 34, a cost the history pass pays for every rank log it counts;
+# RE2 below): only the few lines it finds cost Python work
+_SAVES = LineScan(SAVE_NEEDLES)
 
 
 def _save_positions(data: bytes) -> list[int]:
@@ -151,12 +152,14 @@ class ProgressTracker:
         self._head: bytearray | None = None if at_start else bytearray()
         self._early: list[tuple[bool, int | None, int]] | None = None if at_start else []
 
-    def feed(self, data: bytes) -> None:
-        """Whole lines (ending with a newline), the ones after what was fed before."""
+    def feed(self, data: bytes, saves: list[int] | None = None) -> None:
+        """Whole lines (ending with a newline), the ones after what was fed before. ``saves``:
+        the starts of its lines that hold a :data:`SAVE_NEEDLES` text, when the prefilter's pass
+        found them (else they are looked for here)."""
         if not data:
             return
         base = self.bytes
-        for ls in _save_positions(data):
+        for ls in (saves if saves is not None else _save_positions(data)):
             le = data.find(b"\n", ls)
             text = data[ls : le if le >= 0 else len(data)][:_MAX_LINE].decode("utf-8", "replace")
             is_start, is_done = save_kind(text)
