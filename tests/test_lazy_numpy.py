@@ -100,3 +100,40 @@ def test_importing_now_works_once_numpy_is_imported_and_numpy_is_whole_through_i
     import numpy
 
     assert npy.ndarray is numpy.ndarray and npy.frombuffer is numpy.frombuffer
+
+
+def test_reading_and_indexing_history_never_imports_numpy_ma(tmp_path):
+    # numpy 2.4's unique() asks numpy.ma whether its array is masked: a 16 ms import in every pool
+    # worker, on the way to the first answer (npy.distinct does the same work without it). A
+    # console of a few MB (its chunks' last MiB is looked at closely) beside the corpus's runs.
+    body = CLEAN.read_bytes()
+    (tmp_path / "console.log").write_bytes(body * (3_000_000 // len(body) + 1))
+    r = _run("""
+        import sys
+        from denpex_tui.core.catalog import load_catalog
+        from denpex_tui.core.history import read_history
+        from denpex_tui.core.matcher import Matcher
+        from denpex_tui.core.sources import discover
+
+        srcs = discover([sys.argv[1]]).sources + discover([sys.argv[2]]).sources
+        got = []
+        read_history(srcs, Matcher(load_catalog(include_user=False)), got.append, jobs=1, index=True,
+                     progress_steps=True, io_timeout=None)
+        assert len(got) > 20 and all(h.index is not None for h in got)
+        print("numpy" in sys.modules, "numpy.ma" in sys.modules)
+    """, str(CORPUS), str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "False"]
+
+
+def test_distinct_is_numpys_unique_and_union():
+    import numpy
+
+    from denpex_tui.core.lines import npy
+
+    rnd = numpy.random.default_rng(5)
+    for n in (0, 1, 2, 7, 1000):
+        a = rnd.integers(-3, 9, n)
+        b = rnd.integers(0, 20, n // 2)
+        assert npy.distinct(a).tolist() == numpy.unique(a).tolist()
+        assert npy.distinct(a, b).tolist() == numpy.union1d(a, b).tolist()

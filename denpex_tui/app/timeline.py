@@ -366,7 +366,7 @@ class Timeline:
     def _extend_default(self, sids_rows: np.ndarray, start: int, counts: np.ndarray) -> None:
         d = self.default
         hide = np.zeros(len(sids_rows), dtype=bool)
-        for sid in np.unique(sids_rows).tolist():
+        for sid in np.distinct(sids_rows).tolist():
             meta = self.sources[sid]
             if meta.info.kind == "error-json":
                 hide |= sids_rows == sid
@@ -383,7 +383,7 @@ class Timeline:
         d.seqs.frombytes(keep.astype(np.uint32).tobytes())
 
     def _copy_mask(self, sid: int, tags: np.ndarray) -> np.ndarray:
-        uniq = np.unique(tags)
+        uniq = np.distinct(tags)
         copies = np.array([t for t in uniq.tolist() if self.is_copy(sid, t)], dtype=np.int32)
         return np.isin(tags, copies) if len(copies) else np.zeros(len(tags), bool)
 

@@ -26,7 +26,7 @@ def _console_rows(tl: Timeline, sid: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _pick(tl: Timeline, sid: int, tags: np.ndarray, rank: int | None, hide_copies: bool) -> np.ndarray:
     keep = np.ones(len(tags), dtype=bool)
-    uniq = np.unique(tags).tolist()
+    uniq = np.distinct(tags).tolist()
     if rank is not None:
         mine = [t for t in uniq if tl.rank_of_tag(sid, t) == rank]
         keep &= np.isin(tags, np.array(mine, dtype=np.int32))

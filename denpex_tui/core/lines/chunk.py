@@ -191,9 +191,9 @@ def _through_door(data: bytes, starts: np.ndarray, value) -> np.ndarray:
         vals[j] = value(line + b" " + mk if mk else line)
     tags[:] = vals[inv]
     special = _launcher_at(data)
-    lines = np.unique(np.searchsorted(starts, np.array(special, dtype=np.int64), side="right") - 1) \
+    lines = np.distinct(np.searchsorted(starts, np.array(special, dtype=np.int64), side="right") - 1) \
         if special else np.empty(0, dtype=np.int64)
-    lines = np.union1d(lines, _blank_tails(data, starts, whole))
+    lines = np.distinct(lines, _blank_tails(data, starts, whole))
     if len(lines):
         _door_values(data, starts, lines.tolist(), tags, value)
     return tags

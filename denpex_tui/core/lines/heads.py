@@ -143,7 +143,7 @@ def stream_labels(data: bytes, since: int = 0) -> dict[bytes, int]:
         labels = set(_LABELS.findall(b"\n" + data[since:] if since else b"\n" + data))
     else:
         first = int(np.searchsorted(o.starts, since)) if since else 0
-        rows = np.unique(o.inv[first:]).tolist() if first else range(len(o.rows))
+        rows = np.distinct(o.inv[first:]).tolist() if first else range(len(o.rows))
         labels = {o.rows[j][:o.label[j]] for j in rows if o.label[j] > 0}
         others = o.others[np.searchsorted(o.others, first):] if first else o.others
         for i in others.tolist():

@@ -78,7 +78,7 @@ class FileIndex:
         offs = cl.starts + cl.offset
         first_t = int(offs[0]) if not self.ck_off else self.ck_off[-1] + CHECKPOINT_BYTES
         targets = np.arange(first_t, int(offs[-1]) + 1, CHECKPOINT_BYTES, dtype=np.int64)
-        picks = np.unique(np.searchsorted(offs, targets, side="left"))
+        picks = np.distinct(np.searchsorted(offs, targets, side="left"))
         picks = picks[picks < n]
         if len(picks):
             self.ck_line.extend((picks + base).tolist())
