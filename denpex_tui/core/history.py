@@ -34,6 +34,7 @@ from .lines.reader import SourceError, line_start_after, read_chunks, text_kind
 from .matcher import Matcher
 from .model import SourceInfo
 from .pipeline import SourceProcessor
+from .stopmarks import WINDOW as STOP_WINDOW
 from .ranges import absorb, join_index, open_at_end
 
 if TYPE_CHECKING:
@@ -137,6 +138,8 @@ def _run(task: _Task, matcher: Matcher, index: bool | str, partial_tail: bool, b
             stop = box.get("should_stop")
             unknown_only = box.get("unknown_only", False)
             steps = progress_pass.start(info, task.part) if box.get("progress_steps") and not unknown_only else None
+            end = task.end if task.end is not None else info.size  # (as discovered: it may still grow)
+            unmarked = None  # the last chunk, fed as if more followed
             for off, data in read_chunks(info.path, start=task.start, end=task.end,
                                          partial_tail=partial_tail and last, progress=box):
                 if stop is not None and stop():
@@ -147,7 +150,9 @@ def _run(task: _Task, matcher: Matcher, index: bool | str, partial_tail: bool, b
                     if unknown_only:
                         p.feed_unknown(data, off)
                     else:
-                        p.feed(data, off)
+                        more = end - off - len(data)
+                        p.feed(data, off, more=more)
+                        unmarked = (data, off) if more >= STOP_WINDOW else None
                         steps = progress_pass.after_chunk(steps, p, data)
                     if idx is not None:
                         idx.add(chunk_lines(off, data, console=idx.console, year_hint=idx.year_hint, src=info,
@@ -155,6 +160,8 @@ def _run(task: _Task, matcher: Matcher, index: bool | str, partial_tail: bool, b
                         idx.end = box.get("stop", off + len(data))
             else:  # read to its end: what it counted holds
                 out.progress = steps
+                if unmarked is not None:  # the file was cut short while it was read
+                    p.record_stop_marks(*unmarked)
             out.stop = box.get("stop", task.start)
             out.ident = box.get("ident")
             out.kind = box.get("kind", "text")

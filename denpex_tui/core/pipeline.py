@@ -39,7 +39,7 @@ from .lines.formats import small_int
 from .lines.reader import drop_continued
 from .matcher import ANCHORS, ERROR_WORDS, VERSION_RULES, Matcher
 from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo, StopMark
-from .stopmarks import StopMarksMixin
+from .stopmarks import WINDOW as STOP_WINDOW, StopMarksMixin
 from .streamjump import JUMP_MIN_BYTES, StreamLines, covers
 from .streamtimes import StreamTimesMixin
 from .tracebacks import ORIG_TB_HEADER as _ORIG_TB
@@ -118,10 +118,11 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
 
     # -- public ---------------------------------------------------------------------------
 
-    def feed(self, data: bytes, offset: int, *, continues: bool = False) -> None:
+    def feed(self, data: bytes, offset: int, *, continues: bool = False, more: int = 0) -> None:
         """Process ``data`` (whole lines, ending with a newline) found at byte ``offset``.
         ``continues``: its first line is the rest of a line already fed (a follower's piece of
-        an over-long or timed-out line): dropped, as the reader drops it."""
+        an over-long or timed-out line): dropped, as the reader drops it. ``more``: bytes the
+        caller will feed next for certain (a history read knows its range's size)."""
         self.chunk_groups = {}
         if continues:
             kept = drop_continued(data, True)
@@ -198,7 +199,8 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
             self._note_key(g, info.local_rank if g is None else None)
         if self.info.kind != "error-json":
             self.record_last_lines(data, offset)
-            self.record_stop_marks(data, offset)
+            if more < STOP_WINDOW:  # else the next chunks drop every mark this one would make
+                self.record_stop_marks(data, offset)
         self.chunk_end(data)
 
     def feed_unknown(self, data: bytes, offset: int) -> None:
