@@ -46,13 +46,15 @@ _RULES = {name: re2.compile("|".join(p if regex else re.escape(p) for p in pats)
           for name, (pats, regex) in CHUNK_GROUPS.items()}
 
 
-@pytest.mark.skipif(not HAVE_HYPERSCAN, reason="the groups share a database only on Hyperscan")
+@pytest.mark.parametrize("engine", [
+    pytest.param("hyperscan", marks=pytest.mark.skipif(not HAVE_HYPERSCAN, reason="Hyperscan is x86-64 only")),
+    "re2"])
 @pytest.mark.parametrize("size", [600, 1 << 20])
-def test_each_group_gives_the_lines_of_its_own_search(size, monkeypatch):
-    monkeypatch.setenv("DENPEX_PREFILTER", "")
+def test_each_group_gives_the_lines_of_its_own_search(size, engine, monkeypatch):
+    monkeypatch.setenv("DENPEX_PREFILTER", "" if engine == "hyperscan" else "re2")
     m = Matcher(load_catalog(include_user=False))
     pf = m.prefilter
-    assert pf.backend == "hyperscan" and set(pf.groups) == set(CHUNK_GROUPS)
+    assert pf.backend == engine and set(pf.groups) == set(CHUNK_GROUPS)
     alone = Prefilter(pf.literals)  # the catalog's literals without the groups
     own = {"errors": LineScan(firsterror.ERROR_LINE_WORDS, regex=True), "saves": LineScan(progress.SAVE_NEEDLES)}
     monkeypatch.setattr(LineScan, "hs_min", 1 << 40)  # their own searches on RE2: another engine
@@ -68,14 +70,17 @@ def test_each_group_gives_the_lines_of_its_own_search(size, monkeypatch):
     assert found["errors"] > 200 and found["saves"] > 20, found
 
 
-def test_without_hyperscan_the_groups_are_searched_by_their_callers(monkeypatch):
+def test_without_re2_the_groups_are_searched_by_their_callers(monkeypatch):
+    import denpex_tui.core.patterns as patterns
+
     monkeypatch.setenv("DENPEX_PREFILTER", "re2")
+    monkeypatch.setattr(patterns, "HAVE_RE2", False)  # Python's re: the groups are not served
     pf = Matcher(load_catalog(include_user=False)).prefilter
     data = (b"[rank0]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] Watchdog caught collective "
             b"operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=131072000, NumelOut=131072000, "
             b"Timeout(ms)=600000) ran for 600081 milliseconds before timing out.\n")  # failure-messages.md D1
     starts, groups = pf.scan(data)
-    assert pf.backend == "re2" and pf.groups == () and groups == {}
+    assert pf.backend == "re" and pf.groups == () and groups == {}
     assert starts == [0]
 
 

@@ -50,8 +50,8 @@ ERROR_WORDS = ("error", "failed", "failure", "fatal", "exception", "abort", "kil
 _GENERIC_IDS = {"python.uncaught-exception"}
 
 # The history pass's other searches over every chunk: each rank's first error line, and the lines
-# that may be checkpoint saves (scan's rhythm). With Hyperscan they join the prefilter's database,
-# so one pass serves the three (SourceProcessor.chunk_groups).
+# that may be checkpoint saves (scan's rhythm). They join the prefilter's pass (its Hyperscan
+# database, or its RE2 union), so one pass serves the three (SourceProcessor.chunk_groups).
 CHUNK_GROUPS = {"errors": (ERROR_LINE_WORDS, True), "saves": (SAVE_NEEDLES, False)}
 
 _ROLE_ORDER = {"initiating": 0, "collateral": 1, "context": 2}
