@@ -60,3 +60,30 @@ def test_a_file_cut_short_while_read_keeps_its_last_chunks_marks(tmp_path):
     assert len(whole) >= 2
     # found at 12 MB, 9 MB when read: its last chunk was fed as if more bytes followed it
     assert _marks(_history(dataclasses.replace(info, size=12_000_000), m)) == whole
+
+
+def test_a_failure_summarys_bare_labels_are_no_streams_and_marks_are_unchanged(monkeypatch):
+    # torchrun's summary opens each entry with a bare "[1]:" line (every failed torchrun
+    # console ends with one): counted as streams, they kept the walk going to MAX_HITS
+    from denpex_tui.core import stopmarks
+    from denpex_tui.core.lines.heads import stream_labels
+
+    m = Matcher(load_catalog(include_user=False))
+    tail = (CORPUS / "enospc_checkpoint_fastfail" / "console.log").read_bytes()
+    labels = stream_labels(tail)
+    assert {b"[0]:", b"[1]:"} <= set(labels)
+    assert stopmarks._speaking(tail, 0, labels) == sum(1 for lab in labels if lab.startswith(b"[default"))
+    consoles = [s for d in sorted(CORPUS.iterdir()) if d.is_dir() for s in discover([str(d)]).sources
+                if s.kind == "console"]
+    assert len(consoles) >= 6
+
+    def marks(info):
+        p = SourceProcessor(info, m)
+        for off, data in read_chunks(info.path):
+            p.feed(data, off)
+        return _marks(p)
+
+    fast = [marks(s) for s in consoles]
+    monkeypatch.setattr(stopmarks, "_speaking", lambda data, lo, labels: len(labels))  # every label
+    assert fast == [marks(s) for s in consoles]
+    assert sum(map(len, fast)) >= 10

@@ -57,6 +57,26 @@ def _plausible(raw: bytes) -> bool:
     return False
 
 
+def _speaking(data: bytes, lo: int, labels) -> int:
+    """How many of the ``labels`` open a line of ``data[lo:]`` with text after them: the streams
+    that can have a mark. torchrun's failure summary opens each entry with a bare ``[1]:`` line;
+    counted as streams, its labels kept the walk going to its last candidate (:data:`MAX_HITS`,
+    20-30 ms) at the end of every failed torchrun console."""
+    return sum(1 for lab in labels
+               if any(data[s + len(lab): s + len(lab) + 1] not in (b"\n", b"\r", b"") for s in _opening(data, lab, lo)))
+
+
+def _opening(data: bytes, lab: bytes, lo: int):
+    """The starts of the lines of ``data[lo:]`` that open with ``lab``."""
+    if lo == 0 and data.startswith(lab):
+        yield 0
+    key = b"\n" + lab
+    i = data.find(key, max(0, lo - 1))
+    while i >= 0:
+        yield i + 1
+        i = data.find(key, i + 1)
+
+
 class StopMarksMixin:
     def record_stop_marks(self, data: bytes, offset: int) -> None:
         """The last progress line of each rank stream in this chunk (``data`` ends with a newline;
@@ -67,7 +87,7 @@ class StopMarksMixin:
             for k in [k for k, m in self.stop_marks.items() if m.offset < cutoff]:
                 del self.stop_marks[k]
         lo = max(0, len(data) - WINDOW)
-        want = (len(stream_labels(data, since=lo)) or 1) if console else 1
+        want = (_speaking(data, lo, stream_labels(data, since=lo)) or 1) if console else 1
         found: set = set()
         nxt = {n: data.rfind(n, lo) for n in PROGRESS_NEEDLES}
         hits = 0
