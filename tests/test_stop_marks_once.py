@@ -87,3 +87,21 @@ def test_a_failure_summarys_bare_labels_are_no_streams_and_marks_are_unchanged(m
     monkeypatch.setattr(stopmarks, "_speaking", lambda data, lo, labels: len(labels))  # every label
     assert fast == [marks(s) for s in consoles]
     assert sum(map(len, fast)) >= 10
+
+
+def test_a_utf16_files_marks_are_its_texts(tmp_path):
+    # its offsets are the decoded text's: the file's size says nothing of what follows a chunk
+    m = Matcher(load_catalog(include_user=False))
+    body = (CORPUS / "clean_run" / "console.log").read_bytes()
+    quiet = b"".join(ln for ln in (CORPUS / "fd_leak_emfile" / "console.log").read_bytes().splitlines(True)
+                     if not any(n in ln for n in PROGRESS_NEEDLES))
+    text = body * (8_000_000 // len(body) + 1) + quiet * (700_000 // len(quiet) + 1)
+    (tmp_path / "u8").mkdir()
+    (tmp_path / "u16").mkdir()
+    (tmp_path / "u8" / "console.log").write_bytes(text)
+    (tmp_path / "u16" / "console.log").write_bytes(text.decode().encode("utf-16"))
+    want = _marks(_history(discover([str(tmp_path / "u8")]).sources[0], m))
+    assert len(want) >= 2
+    got = _history(discover([str(tmp_path / "u16")]).sources[0], m)
+    assert got.bytes_read >= len(text) - 2 and not got.errors
+    assert {k: v[1:] for k, v in _marks(got).items()} == {k: v[1:] for k, v in want.items()}

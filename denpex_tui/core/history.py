@@ -150,7 +150,8 @@ def _run(task: _Task, matcher: Matcher, index: bool | str, partial_tail: bool, b
                     if unknown_only:
                         p.feed_unknown(data, off)
                     else:
-                        more = end - off - len(data)
+                        # (offsets of a gzip or UTF-16 file are its decoded text's: no size known)
+                        more = end - off - len(data) if box.get("kind") == "text" else 0
                         p.feed(data, off, more=more)
                         unmarked = (data, off) if more >= STOP_WINDOW else None
                         steps = progress_pass.after_chunk(steps, p, data)
