@@ -302,7 +302,7 @@ class Prefilter:
         if self._hs_db is not None:
             ends: list[int] = []
             more: list[tuple[int, int]] = []
-            first = self._bounds[0] if self._bounds else len(self.literals)
+            first = len(self.literals)  # the groups' ids follow the literals'
 
             def on_match(i: int, _from: int, to: int, _flags: int, _ctx) -> None:
                 if i < first:
@@ -311,23 +311,14 @@ class Prefilter:
                     more.append((i, to))
 
             self._hs_db.scan(data, match_event_handler=on_match, scratch=self._scratch)
-            groups = {}
-            if self.groups:
-                for g, lo, hi in zip(self.groups, self._bounds, self._bounds[1:] + [1 << 62]):
-                    groups[g] = _starts_of(data, [to for i, to in more if lo <= i < hi])
+            groups = {g: _starts_of(data, [to for i, to in more if lo <= i < hi])
+                      for g, lo, hi in zip(self.groups, self._bounds, self._bounds[1:] + [1 << 62])}
             return _starts_of(data, ends), groups
+        if self._union is None:
+            return _starts_of(data, [m.end() for m in self._rx.finditer(data)]), {}
         rfind = data.rfind
         starts: list[int] = []
         last_line_end = -1
-        if self._union is None:
-            for m in self._rx.finditer(data):
-                pos = m.start()
-                if pos <= last_line_end:
-                    continue
-                starts.append(rfind(b"\n", 0, pos) + 1)
-                nl = data.find(b"\n", pos)
-                last_line_end = nl if nl >= 0 else len(data)
-            return starts, {}
         found: list[list[int]] = [[] for _ in self._group_rx]
         main = self._rx.search
         for m in self._union.finditer(data):
@@ -347,7 +338,8 @@ class Prefilter:
 
 
 def _starts_of(data: bytes, ends: list[int]) -> list[int]:
-    """The sorted starts of the lines that hold the matches ending at ``ends``, each once."""
+    """The sorted starts of the lines that hold the matches ending at ``ends``, each once (a
+    match never spans a newline)."""
     if not ends:
         return []
     rfind = data.rfind
