@@ -94,12 +94,13 @@ def _text_marks(data: bytes) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
         return none
     win = windows(a, cand, _MARK_MAX)
     close = win == 93
-    has = close.any(axis=1)
-    cand, win, close = cand[has], win[has], close[has]
-    if not len(cand):
-        return none
-    end = close.argmax(axis=1)
-    win[np.arange(_MARK_MAX)[None, :] > end[:, None]] = 0  # what follows the ']' is no part of the tag
+    end = close.argmax(axis=1)  # the first ']' (0 where there is none: no tag)
+    has = end > 0
+    if not has.all():
+        cand, win, end = cand[has], win[has], end[has]
+        if not len(cand):
+            return none
+    win *= np.arange(_MARK_MAX, dtype=np.int64)[None, :] <= end[:, None]  # what follows the ']' is no part of the tag
     rows, inv = distinct_rows(win)
     code_of = np.zeros(len(rows), dtype=np.int64)
     seen: dict[bytes, int] = {}

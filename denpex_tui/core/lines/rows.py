@@ -38,7 +38,8 @@ def windows(a: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
 def distinct_rows(win: np.ndarray) -> tuple[list[bytes], np.ndarray]:
     """The distinct rows of a byte matrix (as bytes) and each row's index among them. Rows are
     told apart by a hash, and the grouping is checked row for row: a collision (never seen)
-    falls back to sorting the rows themselves."""
+    falls back to sorting the rows themselves. A row equal to the one before it (a rank's lines
+    come in runs) is that row again: only the first row of each run is sorted."""
     n, w = win.shape
     wide = -(-w // 8) * 8
     if wide == w:
@@ -47,13 +48,26 @@ def distinct_rows(win: np.ndarray) -> tuple[list[bytes], np.ndarray]:
         padded = np.zeros((n, wide), dtype=np.uint8)
         padded[:, :w] = win
     u = padded.view(np.uint64)
+    run = None  # each row's run, when runs are long enough to be worth it
+    if n > 64:
+        new = u[1:, 0] != u[:-1, 0]
+        for j in range(1, u.shape[1]):
+            new |= u[1:, j] != u[:-1, j]
+        heads = np.flatnonzero(new)
+        if len(heads) * 4 < n:
+            run = np.zeros(n, dtype=np.int64)
+            run[heads + 1] = 1
+            np.cumsum(run, out=run)
+            heads += 1
+            u = u[np.concatenate((np.zeros(1, dtype=np.int64), heads))]
+            win = win[np.concatenate((np.zeros(1, dtype=np.int64), heads))]
     _, first, inv = np.unique(row_hash(u), return_index=True, return_inverse=True)
     inv = inv.ravel()
     if not (u == u[first][inv]).all():
         keys = np.ascontiguousarray(win).view(f"V{w}").ravel()
         _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
         inv = inv.ravel()
-    return [win[i].tobytes() for i in first.tolist()], inv
+    return [win[i].tobytes() for i in first.tolist()], (inv if run is None else inv[run])
 
 
 def row_hash(u: np.ndarray) -> np.ndarray:
