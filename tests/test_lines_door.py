@@ -239,3 +239,27 @@ def test_a_console_chunk_shorter_than_an_in_text_tag_is_tagged():
     'window shape cannot be larger than input array shape' in the view's index."""
     data = b"[rank13]: Last error:\n"
     assert console_tags(data, line_starts(data)).tolist() == _door_tags(data)
+
+
+def test_a_line_asked_again_gets_its_own_years_time_and_a_changed_buffer_is_read_again():
+    # glog writes no year: the same line object asked with two hints (two files' years) must get
+    # each one's year, not the answer kept for the last question
+    line = b"E1129 17:40:18.662000 30537 torch/distributed/elastic/multiprocessing/api.py:1002] failed"
+    assert line_time(line, 2025).dt.year == 2025
+    assert line_time(line, 2026).dt.year == 2026
+    buf = bytearray(b"2026-11-29 17:40:16,343 INFO train: step 1")
+    assert line_time(buf).dt.minute == 40
+    buf[14:16] = b"41"  # a reused buffer holds another line now
+    assert line_time(buf).dt.minute == 41
+
+
+def test_in_text_rank_tags_found_in_numpy_are_the_regular_expressions_on_every_fixture():
+    from denpex_tui.core.lines.chunk import _TEXT_RANK, _text_marks
+
+    checked = 0
+    for path, data in _logs():
+        pos, codes, tags = _text_marks(data)
+        got = [(int(p), tags[int(c) - 1]) for p, c in zip(pos, codes)]
+        assert got == [(m.start(), m.group(0)) for m in _TEXT_RANK.finditer(data)], path
+        checked += len(got)
+    assert checked > 1000

@@ -126,8 +126,9 @@ class StreamTimesMixin:
             nl = buf.find(b"\n", pos, p)
             if nl < 0:
                 nl = p
-            if nl > pos and line_time(buf[pos:nl], self.year_hint) is not None:  # the time first: cheap
-                pre = line_facts(buf[pos:nl], self.year_hint)
+            raw = buf[pos:nl]
+            if raw and line_time(raw, self.year_hint) is not None:  # the time first: cheap
+                pre = line_facts(raw, self.year_hint)  # (the same line: its time is not read again)
                 if pre.time is not None:
                     ctx.by_key[self.stream_of(pre)] = (pre.time, pos)
                     ctx.any = (pre.time, pos)
