@@ -96,6 +96,7 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
         # the other searches' lines in the chunk fed last, by group (Matcher.CHUNK_GROUPS), where
         # the prefilter's one pass found them; a group not here is searched by its own reader
         self.chunk_groups: dict[str, list[int]] = {}
+        self.chunk_lines: int | None = 0  # the lines of the chunk fed last (None: not all of it was read)
         self.init_streams()
 
     def attach(self, matcher: Matcher, on_finding: Callable[[Finding], None] | None = None) -> None:
@@ -124,6 +125,7 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
         an over-long or timed-out line): dropped, as the reader drops it. ``more``: bytes the
         caller will feed next for certain (a history read knows its range's size)."""
         self.chunk_groups = {}
+        self.chunk_lines = None if continues else 0
         if continues:
             kept = drop_continued(data, True)
             offset += len(data) - len(kept)
@@ -191,6 +193,8 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
             self.find_first_time(data)
         if self.first_error is None and self.info.kind in ("rank-file", "exec"):
             self.look_first_error(data, self.line_no + 1, self.chunk_groups.get("errors"))
+        if self.chunk_lines is not None:
+            self.chunk_lines = cur - self.line_no
         self.line_no = cur
         self.bytes_read = offset + n
         if self.info.kind != "console":

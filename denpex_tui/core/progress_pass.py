@@ -33,7 +33,7 @@ def after_chunk(t: ProgressTracker | None, p: SourceProcessor, data: bytes) -> P
     """``p`` took ``data``: the tracker takes it too, unless ``p``'s lines have named two ranks."""
     if t is None or _two_ranks(p):
         return None
-    t.feed(data, p.chunk_groups.get("saves"))
+    t.feed(data, p.chunk_groups.get("saves"), p.chunk_lines)
     return t
 
 
