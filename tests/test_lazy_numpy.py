@@ -137,3 +137,21 @@ def test_distinct_is_numpys_unique_and_union():
         b = rnd.integers(0, 20, n // 2)
         assert npy.distinct(a).tolist() == numpy.unique(a).tolist()
         assert npy.distinct(a, b).tolist() == numpy.union1d(a, b).tolist()
+
+
+def test_distinct_inverse_and_first_of_runs_are_numpys_unique_on_runs_and_on_noise():
+    import numpy
+
+    from denpex_tui.core.lines import npy
+
+    rnd = numpy.random.default_rng(7)
+    for n in (0, 1, 2, 65, 66, 1000, 50_000):
+        noise = rnd.integers(-3, 9, n)
+        runs = numpy.repeat(rnd.integers(0, 40, n // 50 + 1), 50)[:n]  # a chunk's lines: runs
+        for a in (noise, runs):
+            values, inv = numpy.unique(a, return_inverse=True)
+            got_values, got_inv = npy.distinct_inverse(a)
+            assert got_values.tolist() == values.tolist()
+            assert got_inv.tolist() == inv.ravel().tolist()
+            s = numpy.sort(a)
+            assert npy.first_of_runs(s).tolist() == numpy.unique(s, return_index=True)[1].tolist()

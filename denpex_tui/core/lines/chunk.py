@@ -176,12 +176,12 @@ def _through_door(data: bytes, starts: np.ndarray, value) -> np.ndarray:
         li = np.searchsorted(starts, pos, side="right") - 1
         near = pos - starts[li] < 200 + hlen[li]
         li, codes = li[near], codes[near]
-        first = np.unique(li, return_index=True)[1]  # the first mark of each line
+        first = np.first_of_runs(li)  # the first mark of each line (li is sorted)
         mc[li[first]] = codes[first]
     lens = np.diff(np.append(starts, len(data))) - 1
     whole = (hlen >= lens).astype(np.int64)  # the line is its label: nothing follows it
     key = (hc * (len(mcode) + 1) + mc) * 2 + whole
-    uniq, inv = np.unique(key, return_inverse=True)
+    uniq, inv = np.distinct_inverse(key)
     heads_by = list(hcode)
     marks_by = [b""] + list(mcode)
     vals = np.empty(len(uniq), dtype=np.int32)

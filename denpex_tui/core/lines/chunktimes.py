@@ -203,7 +203,7 @@ def _epochs(cd: _Cands, ci: np.ndarray, year: np.ndarray) -> np.ndarray:
     naive = _days_np(year, cd.mo[ci], cd.d[ci]) * 86400 + cd.hh[ci] * 3600 + cd.mi[ci] * 60 + cd.ss[ci]
     tzs = np.where(cd.t0[ci] == 90, 0, cd.sign[ci] * (cd.th[ci] * 3600 + cd.tm[ci] * 60))
     hours = naive // 3600
-    uh, inv = np.unique(hours, return_inverse=True)
+    uh, inv = np.distinct_inverse(hours)
     loc = np.array([_offset_of_hour(int(h)) for h in uh], dtype=np.int64)[inv]
     off = np.where(cd.has_tz[ci], tzs, loc)
     return (naive - off).astype(np.float64) + cd.us[ci] / 1_000_000

@@ -9,7 +9,7 @@ kept (numpy has a ``load`` too)."""
 
 from __future__ import annotations
 
-_OWN = frozenset(("import_now", "distinct"))
+_OWN = frozenset(("import_now", "distinct", "distinct_inverse", "first_of_runs"))
 
 
 def __getattr__(name: str):
@@ -42,3 +42,34 @@ def distinct(a, b=None):
     keep[0] = True
     numpy.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def first_of_runs(a):
+    """The index of the first element of each run of equal values of a 1-D array (of every
+    distinct value, when ``a`` is sorted): ``numpy.unique(a, return_index=True)[1]`` for a
+    sorted array, without its sort."""
+    import numpy
+
+    if len(a) == 0:
+        return numpy.empty(0, dtype=numpy.int64)
+    return numpy.concatenate((numpy.zeros(1, dtype=numpy.int64), numpy.flatnonzero(a[1:] != a[:-1]) + 1))
+
+
+def distinct_inverse(a):
+    """``numpy.unique(a, return_inverse=True)`` of a 1-D array, the inverse flat. A chunk's
+    per-line values (a line's stream, its hour) come in runs: when they do, only the first value
+    of each run is sorted (an argsort of 50,000 lines was 2 ms, a third of a console chunk's
+    stream index), and each element takes its run's index."""
+    import numpy
+
+    n = len(a)
+    if n > 64:
+        heads = first_of_runs(a)
+        if len(heads) * 4 < n:
+            values, hinv = numpy.unique(a[heads], return_inverse=True)
+            run = numpy.zeros(n, dtype=numpy.int64)
+            run[heads[1:]] = 1
+            numpy.cumsum(run, out=run)
+            return values, hinv.ravel()[run]
+    values, inv = numpy.unique(a, return_inverse=True)
+    return values, inv.ravel()
