@@ -167,11 +167,13 @@ def run_pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_tim
     matcher.prefilter  # noqa: B018 - compiled (or loaded) once, here: the workers inherit it
     _WORKER["matcher"] = matcher  # the workers start with it compiled
     # the small sources first (a few ms in all: the ranks' short logs, their errors and timeouts,
-    # make the diagnosis "so far" while the big ones load), then the last range of each big file
-    # (a failed job's file ends with its tracebacks and the launcher's summary: the bench job's
-    # as one file cost 0.10 s a range there, 0.03-0.05 elsewhere), then the largest first, so
-    # that the workers end together
-    order = sorted(tasks, key=lambda t: (t.size >= SMALL_FIRST_BYTES, t.part != t.parts - 1, -t.size))
+    # make the diagnosis "so far" while the big ones load), then the last range of each file cut
+    # in ranges (a failed job's file ends with its tracebacks and the launcher's summary: the
+    # bench job's as one file cost 0.10 s a range there, 0.03-0.05 elsewhere), then the largest
+    # first, so that the workers end together. (A file read whole is no last range: the bench
+    # folder's four rank logs, 17 ms each, went before its console's 30 ms ranges, and one
+    # worker read the last of those alone for 30 ms.)
+    order = sorted(tasks, key=lambda t: (t.size >= SMALL_FIRST_BYTES, t.parts < 2 or t.part != t.parts - 1, -t.size))
     progress._shared = ctx.Value("q", 0)
     pool = ProcessPoolExecutor(max_workers=min(n_jobs, len(order)), initializer=_worker_init,
                                initargs=(10 if polite else 0, progress._shared, os.getpid()), mp_context=ctx)
