@@ -49,10 +49,25 @@ def _rule(p: SourceProcessor, data: bytes, s: int, key):
     return first
 
 
-@pytest.mark.parametrize("window_bytes, window_lines, chunk", [(256 << 10, 400, 3000), (2500, 40, 700), (3000, 20, 900)])
-def test_prev_time_is_the_rule_at_every_third_line_of_every_console(monkeypatch, window_bytes, window_lines, chunk):
+# (the last two: chunks read through their lines by stream, as a big console's are, with
+# windows inside the chunk and windows that reach before it)
+@pytest.mark.parametrize("window_bytes, window_lines, chunk, by_stream",
+                         [(256 << 10, 400, 3000, False), (2500, 40, 700, False), (3000, 20, 900, False),
+                          (256 << 10, 60, 40_000, True), (2500, 40, 9000, True)])
+def test_prev_time_is_the_rule_at_every_third_line_of_every_console(monkeypatch, window_bytes, window_lines, chunk,
+                                                                    by_stream):
     monkeypatch.setattr(streamtimes, "WINDOW_BYTES", window_bytes)
     monkeypatch.setattr(streamtimes, "WINDOW_LINES", window_lines)
+    monkeypatch.setattr(streamtimes, "JUMP_MIN_BYTES", 1 if by_stream else 1 << 40)
+    used = []  # the lookups the lines by stream answered
+    by_stream_rule = streamtimes.StreamTimesMixin._prev_time_by_stream
+
+    def by_stream_counted(self, *a):
+        got = by_stream_rule(self, *a)
+        used.extend([got] if got is not None else [])
+        return got
+
+    monkeypatch.setattr(streamtimes.StreamTimesMixin, "_prev_time_by_stream", by_stream_counted)
     m = Matcher(load_catalog(include_user=False))
     consoles = _consoles()
     assert len(consoles) >= 8
@@ -80,3 +95,7 @@ def test_prev_time_is_the_rule_at_every_third_line_of_every_console(monkeypatch,
             p.chunk_end(data)
             off += len(data)
     assert asked > 2000 and timed > asked // 3, (asked, timed)
+    # (half the lookups are for no stream, and those near a chunk's start reach before it: the
+    # forward read answers them)
+    assert (len(used) > 300 and sum(u[0] is not None for u in used) > len(used) // 2) if by_stream else not used, \
+        (len(used), asked)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import line_chunks as _chunks
 
-from denpex_tui.core import pipeline
+from denpex_tui.core import pipeline, streamjump, streamtimes
 from denpex_tui.core.catalog import load_catalog
 from denpex_tui.core.lines.chunk import console_streams, line_starts
 from denpex_tui.core.lines.facts import line_facts
@@ -56,11 +56,13 @@ def _read(data: bytes, size: int) -> dict:
 def test_the_jump_finds_what_reading_every_line_finds(case, whole, size, monkeypatch):
     data = _one_file(case) if whole else (case / "console.log").read_bytes()
     jumps = []
-    orig = pipeline.StreamLines.next_of
-    monkeypatch.setattr(pipeline.StreamLines, "next_of", lambda *a: jumps.append(1) or orig(*a))
+    orig = streamjump.StreamLines.next_of
+    monkeypatch.setattr(streamjump.StreamLines, "next_of", lambda *a: jumps.append(1) or orig(*a))
     monkeypatch.setattr(pipeline, "JUMP_MIN_BYTES", 0)
+    monkeypatch.setattr(streamtimes, "JUMP_MIN_BYTES", 0)
     with_jump = _read(data, size)
     monkeypatch.setattr(pipeline, "JUMP_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(streamtimes, "JUMP_MIN_BYTES", 1 << 62)
     every_line = _read(data, size)
     assert with_jump == every_line
     if "clean" not in case.name:
@@ -102,9 +104,10 @@ def test_under_a_users_prefix_template_the_tracebacks_are_read_line_by_line(monk
     case = next(c for c in CASES if "clean" not in c.name)
     data = _one_file(case)
     monkeypatch.setattr(pipeline, "JUMP_MIN_BYTES", 0)
+    monkeypatch.setattr(streamtimes, "JUMP_MIN_BYTES", 0)
     built = []
-    orig = pipeline.StreamLines.__init__
-    monkeypatch.setattr(pipeline.StreamLines, "__init__", lambda self, d: built.append(1) or orig(self, d))
+    orig = streamjump.StreamLines.__init__
+    monkeypatch.setattr(streamjump.StreamLines, "__init__", lambda self, d: built.append(1) or orig(self, d))
     set_prefix_template("[${role_name}${local_rank}|${rank}]:")
     try:
         got = _read(data, 1 << 16)

@@ -40,7 +40,7 @@ from .lines.reader import drop_continued
 from .matcher import ANCHORS, ERROR_WORDS, VERSION_RULES, Matcher
 from .model import FailureEntry, Finding, LastLine, Marker, SourceInfo, StopMark
 from .stopmarks import WINDOW as STOP_WINDOW, StopMarksMixin
-from .streamjump import JUMP_MIN_BYTES, StreamLines, covers
+from .streamjump import JUMP_MIN_BYTES, covers
 from .streamtimes import StreamTimesMixin
 from .tracebacks import ORIG_TB_HEADER as _ORIG_TB
 from .tracebacks import TB_HEADER as _TB
@@ -109,7 +109,7 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
         d = dict(self.__dict__)
         for k in ("matcher", "catalog", "on_finding"):
             d.pop(k, None)
-        d["_ctx"] = d["_chunk"] = None  # a chunk's look-back buffer does not travel
+        d["_ctx"] = d["_chunk"] = d["_streams"] = None  # a chunk's look-back buffer does not travel
         d["chunk_groups"] = {}
         return d
 
@@ -147,7 +147,7 @@ class SourceProcessor(StreamTimesMixin, StopMarksMixin, WhereMixin, FirstErrorMi
                         and covers(self.blocks):
                     # only the open tracebacks' streams and the candidates can change anything
                     if jump is None:
-                        jump = StreamLines(data)
+                        jump = self.chunk_streams(data)
                     nxt = jump.next_of(self.blocks.keys(), pos)
                     while i < ns and starts[i] < pos:
                         i += 1

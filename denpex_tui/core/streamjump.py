@@ -39,17 +39,22 @@ class StreamLines:
         self._num = {k: i for i, k in enumerate(keys)}
         self._at: dict[int, object] = {}
 
+    def lines_of(self, key) -> np.ndarray:
+        """The starts of the chunk's lines of stream ``key``, in order."""
+        i = self._num.get(key)
+        if i is None:
+            return self.starts[:0]
+        at = self._at.get(i)
+        if at is None:
+            at = self._at[i] = self.starts[self._ids == i]
+        return at
+
     def next_of(self, keys, pos: int) -> int:
         """The start of the first line at or after byte ``pos`` whose stream is one of
         ``keys``; -1: none in this chunk."""
         best = -1
         for k in keys:
-            i = self._num.get(k)
-            if i is None:
-                continue
-            at = self._at.get(i)
-            if at is None:
-                at = self._at[i] = self.starts[self._ids == i]
+            at = self.lines_of(k)
             j = int(np.searchsorted(at, pos))
             if j < len(at):
                 v = int(at[j])
