@@ -43,3 +43,36 @@ def test_the_findings_after_a_big_chunk_are_the_same_with_less_kept(monkeypatch)
     assert kept_all > streamtimes.WINDOW_BYTES - 4096
     assert got == want
     assert any(f[3] for f in got)  # some finding's time came from a line before it (approx)
+
+
+def _kept_by_rule(data: bytes) -> bytes:
+    """The whole lines a look-back can reach, found line by line from the end."""
+    n = len(data)
+    cut = data.find(b"\n", n - streamtimes.WINDOW_BYTES) + 1
+    if not 0 < cut < n:
+        return data[-streamtimes.WINDOW_BYTES:]
+    e = n - 1
+    for _ in range(streamtimes.WINDOW_LINES):
+        e = data.rfind(b"\n", cut, e)
+        if e < 0:
+            break
+    lines_from = e + 1 if e >= 0 else cut
+    handoff = data.rfind(b"\n", cut, n - streamtimes.HANDOFF_BYTES) + 1 or cut
+    return data[max(cut, min(lines_from, handoff)):]
+
+
+def test_what_a_big_chunk_leaves_behind_is_its_last_lines_by_the_rule(monkeypatch):
+    data = (CORPUS / "fd_leak_emfile" / "console.log").read_bytes()
+    data = data * (600_000 // len(data) + 1)
+    data = data[:data.rfind(b"\n") + 1]
+    for lines in (1, 2, 37, 400, 2000, 10 ** 9):
+        monkeypatch.setattr(streamtimes, "WINDOW_LINES", lines)
+        for size in (streamtimes.WINDOW_BYTES, streamtimes.WINDOW_BYTES + 1, 300_000, len(data)):
+            chunk = data[len(data) - size:]
+            chunk = chunk[chunk.find(b"\n") + 1:] if size < len(data) else chunk
+            if len(chunk) < streamtimes.WINDOW_BYTES:
+                continue
+            p = SourceProcessor(classify(str(CORPUS / "fd_leak_emfile" / "console.log")),
+                                Matcher(load_catalog(include_user=False), error_words=False))
+            p.chunk_end(chunk)
+            assert p._recent[0] == _kept_by_rule(chunk), (lines, size)

@@ -95,12 +95,10 @@ class StreamTimesMixin:
         if n >= WINDOW_BYTES:
             cut = data.find(b"\n", n - WINDOW_BYTES) + 1
             if 0 < cut < n:
-                e = n - 1
-                for _ in range(WINDOW_LINES):  # the start of the WINDOW_LINES-th line from the end
-                    e = data.rfind(b"\n", cut, e)
-                    if e < 0:
-                        break
-                lines_from = e + 1 if e >= 0 else cut
+                # the start of the WINDOW_LINES-th line from the end (a bytes.rfind per line was
+                # 0.6 ms a chunk, 6 % of a folder's scan): the newlines before the last one
+                nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8, count=n - 1 - cut, offset=cut) == 10)
+                lines_from = cut + int(nl[-WINDOW_LINES]) + 1 if len(nl) >= WINDOW_LINES > 0 else cut
                 handoff = data.rfind(b"\n", cut, n - HANDOFF_BYTES) + 1 or cut
                 cut = max(cut, min(lines_from, handoff))
             self._recent.clear()
