@@ -5,9 +5,12 @@ Both run in a fresh interpreter: the test process has numpy imported long ago.""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from helpers import CORPUS, ROOT
 
@@ -155,3 +158,22 @@ def test_distinct_inverse_and_first_of_runs_are_numpys_unique_on_runs_and_on_noi
             assert got_inv.tolist() == inv.ravel().tolist()
             s = numpy.sort(a)
             assert npy.first_of_runs(s).tolist() == numpy.unique(s, return_index=True)[1].tolist()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2, reason="counts threads in /proc")
+def test_numpy_loads_without_blas_threads_and_leaves_the_environment_as_it_was():
+    # OpenBLAS starts a thread per core as numpy loads (a fifth of its import); Denpex does no
+    # linear algebra. The setting lives for the import only: what Denpex starts gets the user's.
+    code = """
+        import os
+        from denpex_tui.core.lines import npy
+        npy.import_now()
+        print(len(os.listdir("/proc/self/task")), os.environ.get("OPENBLAS_NUM_THREADS"))
+    """
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert r.stdout.split() == ["1", "None"], r.stderr
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120, env={**env, "OPENBLAS_NUM_THREADS": "2"})
+    assert r.stdout.split() == ["2", "2"], r.stderr  # the user's own setting is theirs
