@@ -172,6 +172,7 @@ def scan_paths(
     small = sum(s.size for s in disc.sources) < HYPERSCAN_WORTH  # (a file that grows later: still correct)
     matcher = Matcher(catalog, error_words=False, small=small)
     job = JobState()
+    job._matcher = matcher  # type: ignore[attr-defined]  # triage's line-by-line matches too (firstwarn)
     evidence = [s for s in disc.sources if s.kind in EVIDENCE_KINDS]
     disc.sources = [s for s in disc.sources if s.kind not in EVIDENCE_KINDS]
     for s in evidence + [s for s in disc.sources if s.also_ras]:
