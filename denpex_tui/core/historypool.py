@@ -218,7 +218,9 @@ def run_pool(tasks, matcher, joiner, n_jobs, index, partial_tail, polite, io_tim
         if hung:
             for proc in list(getattr(pool, "_processes", {}).values()):
                 proc.kill()
-        pool.shutdown(wait=not hung, cancel_futures=True)
+        # every result is in: the workers' own exits (their interpreters' teardown, ~5 ms) are
+        # not waited for (the pool's thread reaps them)
+        pool.shutdown(wait=False, cancel_futures=True)
     if again:
         progress._shared = None  # the dead workers' counts: their tasks are read again
         note = (f"a reader process ended abruptly (killed: out of memory?); {len(again)} of the "
