@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from helpers import psutil_create_time
 
 from denpex_tui.probes.processes import (
     find_training_processes,
@@ -70,7 +71,7 @@ def test_worker_found_from_environment(spawn):
     assert tp.role == "worker" and tp.env_readable
     assert tp.ppid == os.getpid()
     assert tp.cmdline[:2] == [sys.executable, "-c"]
-    assert tp.create_time == psutil.Process(p.pid).create_time()
+    assert tp.create_time == pytest.approx(psutil_create_time(p.pid), abs=1e-6)
 
 
 def test_local_rank_from_argv_when_env_says_nothing(spawn):

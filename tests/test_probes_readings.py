@@ -18,6 +18,7 @@ import threading
 import time
 
 import pytest
+from helpers import psutil_create_time
 
 from denpex_tui.probes import facade
 from denpex_tui.probes.readings import SCHEMA
@@ -248,7 +249,7 @@ def test_create_time_matches_psutil():
     psutil = pytest.importorskip("psutil")
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        assert facade.read_process(p.pid).create_time == psutil.Process(p.pid).create_time()
+        assert facade.read_process(p.pid).create_time == pytest.approx(psutil_create_time(p.pid), abs=1e-6)
     finally:
         p.kill()
         p.wait()
