@@ -162,6 +162,29 @@ def test_a_launcher_line_through_a_task_label_has_no_rank_anywhere():
     assert console_tags(data, line_starts(data))[0] == 0
 
 
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+
+def test_a_chunk_is_one_read_that_ends_at_a_line_end(tmp_path):
+    """Each chunk of a text file is the read's own bytes: the read ends at the last newline it
+    can hold (no partial line cut off and copied onto the next chunk), and a range's last read
+    at the first line end at or after the range's end."""
+    console = CORPUS / "enospc_checkpoint_fastfail" / "console.log"
+    data = console.read_bytes() * 40
+    p = tmp_path / "console.log"
+    p.write_bytes(data)
+    size = 1 << 16
+    chunks = list(reader.read_chunks(str(p), chunk=size))
+    assert b"".join(d for _, d in chunks) == data
+    for (off, d), (nxt, _) in zip(chunks, chunks[1:]):
+        assert off + len(d) == nxt and d.endswith(b"\n") and len(d) <= size
+        assert len(d) + data.index(b"\n", nxt) + 1 - nxt > size  # the next line did not fit
+    end = len(data) // 2 + 12345
+    box: dict = {}
+    last = list(reader.read_chunks(str(p), chunk=size, start=0, end=end, progress=box))[-1]
+    assert last[0] + len(last[1]) == data.index(b"\n", end - 1) + 1 == box["read"]  # nothing read past it
+
+
 def test_reader_offsets_are_exact_and_ranges_join_to_the_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(reader, "MAX_LINE", 1000)
     rnd = random.Random(7)
@@ -177,7 +200,8 @@ def test_reader_offsets_are_exact_and_ranges_join_to_the_whole(tmp_path, monkeyp
             nl = len(data) if nl < 0 else nl
             want.append((pos, data[pos:nl][:1000]))
             pos = nl + 1
-        for chunk in (7, 300, 1 << 20):
+        for chunk, probe in ((7, 4096), (300, 4096), (300, 64), (300, 3), (1 << 20, 4096), (1 << 20, 1500)):
+            monkeypatch.setattr(reader, "_PROBE", probe)  # the page looked at for the read's last newline
             got = []
             for off, d in reader.read_chunks(str(p), chunk=chunk):
                 q = 0
