@@ -1,6 +1,8 @@
 """The prefix-format registry: every format on its own real example lines, stacked prefixes,
 lines that must not be taken for a prefix, and numbers out of any sane range."""
 
+import re
+
 import pytest
 
 from denpex_tui.core.lines.heads import stream_labels
@@ -96,3 +98,69 @@ def test_stream_labels_of_a_chunk():
     data = b"[default0]:a\n[default1]:b\n[rank3]: c\n  4: d\n[0,5]<stderr>:e\nplain\n"
     labels = stream_labels(data)
     assert sorted(labels.values()) == [0, 1, 3, 4, 5]
+
+
+def _real_lines():
+    """Every line of the logs we keep (the test fixtures, the shared corpus) and of the
+    reference's quoted messages, cut to 2 KB: 20,000 at most, spread over the files."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    files = sorted(p for p in (here / "fixtures").rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ""))
+    files += sorted(p for p in (here.parents[1] / "shared" / "corpus").rglob("*.log"))
+    files += [here.parents[1] / "shared" / "reference" / "failure-messages.md"]
+    out: list[str] = []
+    for p in files:
+        try:
+            lines = p.read_bytes().decode("utf-8", "replace").splitlines()
+        except OSError:
+            continue
+        step = max(1, len(lines) // 400)
+        out += [ln[:2048] for ln in lines[::step]]
+    return out
+
+
+def _facts_of(lines):
+    from dataclasses import asdict
+
+    return [asdict(parse_line(ln)) for ln in lines]
+
+
+@pytest.mark.parametrize("template", [None, "[${role_name}${local_rank}]:"])
+def test_the_joined_formats_read_every_real_line_as_the_formats_one_by_one(monkeypatch, template):
+    """The one expression that names the first format matching at a position (and tells in
+    one match that none does) gives every real line the facts the formats tried one by one
+    give it, with the user's prefix template too."""
+    from denpex_tui.core.lines import formats
+
+    lines = _real_lines()
+    assert len(lines) > 3000
+    set_prefix_template(template)
+    try:
+        assert formats.first_format() is not None
+        joined = _facts_of(lines)
+        monkeypatch.setattr(formats, "_FIRST", [None])  # each format alone
+        alone = _facts_of(lines)
+    finally:
+        set_prefix_template(None)
+    assert sum(bool(f["formats"]) for f in alone) > len(lines) // 10
+    for ln, a, b in zip(lines, joined, alone):
+        assert a == b, ln
+
+
+def test_formats_that_cannot_be_joined_are_tried_one_by_one():
+    """A template whose expression refers to its own group by number cannot be an alternative
+    among the others (the groups around them renumber it): the formats are then tried alone, and
+    the template still reads its lines."""
+    from denpex_tui.core.lines import formats
+
+    set_prefix_template("${hostname}|")
+    try:
+        assert formats.first_format() is not None
+        formats._template[0] = formats.PrefixFormat("prefix-template", re.compile(r"(?P<host>h\d)-\1 "), ())
+        formats._FIRST.clear()
+        assert formats.first_format() is None
+        f = parse_line("h1-h1 RuntimeError: x")
+        assert f.host == "h1" and f.text == "RuntimeError: x"
+    finally:
+        set_prefix_template(None)

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..text import safe_line
-from .formats import LEADING, MAX_PREFIX_ROUNDS, TEXT_RANK, active_formats, apply_groups, small_int
+from .formats import LEADING, MAX_PREFIX_ROUNDS, TEXT_RANK, active_formats, apply_groups, first_format, small_int
 from .progress import PROGRESS_NEEDLES, Progress, line_progress, shown_segment
 from .times import line_time
 
@@ -109,9 +109,16 @@ class LineFacts:
 def _prefixes(p: LineFacts, s: str) -> str:
     used: list[str] = []
     fmts = active_formats()
+    joined = first_format()
     for rnd in range(MAX_PREFIX_ROUNDS):
+        start = 0
+        if joined is not None:
+            m = joined.match(s)
+            if m is None:
+                break  # no format applies here (one match for all of them)
+            start = int(m.lastgroup[1:])  # those before it do not match here
         hit = False
-        for f in fmts:
+        for f in fmts[start:]:
             if (f.once and f.name in used) or (f.first_only and rnd > 0):
                 continue
             if f.name in ("pdsh", "srun-label") and not LEADING.issuperset(used):

@@ -22,7 +22,7 @@ from typing import Any, Callable
 LineFacts = Any  # the door's LineFacts (facts.py); named here for the signatures only
 
 __all__ = ["PrefixFormat", "FORMATS", "TEXT_RANK", "MAX_PREFIX_ROUNDS", "LEADING", "apply_groups",
-           "compile_prefix_template", "set_prefix_template", "active_formats", "small_int"]
+           "compile_prefix_template", "set_prefix_template", "active_formats", "first_format", "small_int"]
 
 MAX_PREFIX_ROUNDS = 6
 _N = r"\d{1,7}"  # a rank, pid, task or device: at most 7 digits
@@ -198,6 +198,7 @@ def compile_prefix_template(template: str) -> PrefixFormat:
 def set_prefix_template(template: str | None) -> None:
     """Install (or, with None, remove) the user's torchrun prefix template for this process."""
     _template.clear()
+    _FIRST.clear()
     if template:
         _template.append(compile_prefix_template(template))
 
@@ -207,3 +208,28 @@ def set_prefix_template(template: str | None) -> None:
 def active_formats() -> tuple[PrefixFormat, ...]:
     """The user's prefix template (when set) first, then the built-in registry."""
     return (*_template, *FORMATS)
+
+
+def first_format() -> re.Pattern | None:
+    """One expression whose match at a position names the first active format (in registry
+    order) whose own expression matches there: the formats' expressions as alternatives, the
+    ``i``-th in a group named ``_i`` (``match.lastgroup``), their own groups unnamed. A line's
+    last round of prefixes, where none applies, and a line with no prefix at all are told in
+    one match instead of ten, and a round skips the formats before the first that matches
+    (together a third of the door's time). None: the formats cannot be joined (a pattern that
+    refers to its own groups, or sets flags of its own): each is tried alone."""
+    if not _FIRST:
+        fmts = active_formats()
+        try:
+            if any(f.rx.flags != re.UNICODE or _BACKREF.search(f.rx.pattern) for f in fmts):
+                raise re.error("not joined")
+            _FIRST.append(re.compile("|".join(f"(?P<_{i}>{_UNNAMED.sub('(?:', f.rx.pattern)})"
+                                              for i, f in enumerate(fmts))))
+        except re.error:
+            _FIRST.append(None)
+    return _FIRST[0]
+
+
+_UNNAMED = re.compile(r"(?<!\\)\(\?P<\w+>")  # a named group's opening (not an escaped parenthesis)
+_BACKREF = re.compile(r"\\[1-9]|\(\?P=")
+_FIRST: list = []
