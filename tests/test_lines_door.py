@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from denpex_tui.core.lines import chunktimes, reader, times
-from denpex_tui.core.lines.chunk import console_tags, line_starts, tag_of
+from denpex_tui.core.lines.chunk import console_tags, line_starts, newlines, tag_of
 from denpex_tui.core.lines.facts import line_facts, parse_line
 from denpex_tui.core.lines.chunktimes import chunk_times
 from denpex_tui.core.lines.times import line_time
@@ -287,3 +287,18 @@ def test_in_text_rank_tags_found_in_numpy_are_the_regular_expressions_on_every_f
         assert got == [(m.start(), m.group(0)) for m in _TEXT_RANK.finditer(data)], path
         checked += len(got)
     assert checked > 1000
+
+
+def test_newlines_count_as_bytes_count_on_every_span():
+    """The line counter (bytes.count on short spans, numpy blocks on long ones) counts what
+    bytes.count counts, on spans on both sides of each switch and at the ends."""
+    from denpex_tui.core.lines import chunk
+
+    data = (CORPUS / "enospc_checkpoint_fastfail" / "console.log").read_bytes() * 30
+    rnd = random.Random(5)
+    edges = [0, 1, chunk._NP_SPAN - 1, chunk._NP_SPAN, chunk._NP_SPAN + 1, chunk._NP_BLOCK - 1,
+             chunk._NP_BLOCK, chunk._NP_BLOCK + 1, 3 * chunk._NP_BLOCK + 7]
+    for width in edges + [rnd.randrange(len(data)) for _ in range(20)]:
+        for lo in (0, 1, rnd.randrange(len(data)), max(0, len(data) - width)):
+            assert newlines(data, lo, lo + width) == data.count(b"\n", lo, lo + width), (lo, width)
+    assert newlines(data) == data.count(b"\n") and newlines(data, len(data) - 5, None) == data[-5:].count(b"\n")
