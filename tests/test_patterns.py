@@ -69,3 +69,47 @@ def test_every_built_in_pattern_compiles():
     for p in pats:
         _engine(p.source)  # raises PatternError if RE2 refuses it
         assert p.search("") is None  # and its search compiles on first use
+
+
+def test_a_direct_search_finds_what_the_binding_finds():
+    """Every built-in signature's pattern and exclusion, searched without the RE2 binding's
+    Python layer, matches the lines the binding matches, with the same groups, on every
+    catalog example, the reference's quoted messages and the corpus's lines (non-ASCII and
+    multi-byte text included)."""
+    from pathlib import Path
+
+    import re2
+
+    from denpex_tui.core import patterns
+    from denpex_tui.core.catalog import load_catalog
+    from denpex_tui.core.lines.facts import parse_line
+
+    if not patterns.HAVE_RE2:
+        pytest.skip("google-re2 is not installed: Python's re runs the patterns")
+    cat = load_catalog(include_user=False)
+    root = Path(__file__).resolve().parents[2] / "shared"
+    lines = [e.line for s in cat for e in s.examples]
+    lines += (root / "reference" / "failure-messages.md").read_text(errors="replace").splitlines()
+    for p in sorted((root / "corpus").rglob("*.log")):
+        got = p.read_text(errors="replace").splitlines()
+        lines += got[:: max(1, len(got) // 1000)]
+    lines += ["écriture échouée: No space left on device ☃ [Errno 28] 空间不足", "OSError: [Errno 28] ñ"]
+    for p in sorted((Path(__file__).parent / "fixtures").rglob("*.log")):
+        got = p.read_text(errors="replace").splitlines()
+        lines += got[:: max(1, len(got) // 200)]
+    texts = sorted({parse_line(ln[:4096]).text for ln in lines})
+    assert len(texts) > 3000
+    hits = 0
+    for source in sorted({p.source for s in cat for p in (*s.patterns, *s.excludes)}):
+        opts = re2.Options()
+        opts.max_mem = 8 << 20
+        rx = re2.compile(source, options=opts)
+        direct = patterns._direct_search(rx)
+        assert direct is not None, source
+        for t in texts:
+            want, got = rx.search(t), direct(t)
+            assert (want is None) == (got is None), (source, t)
+            if want is not None:
+                hits += 1
+                assert got.group(0) == want.group(0) and got.groupdict() == want.groupdict(), (source, t)
+    assert hits > 500

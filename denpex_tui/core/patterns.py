@@ -166,8 +166,48 @@ def _engine(pattern: str) -> Callable[[str], object]:
             rx = _re2.compile(pattern, options=opts)
         except Exception as exc:  # re2.error
             raise PatternError(f"is not accepted by RE2: {exc}") from None
-        return rx.search
+        return _direct_search(rx) or rx.search
     return re.compile(pattern).search  # pragma: no cover - depends on the platform
+
+
+class _Found:
+    """A match of :func:`_direct_search`: its named groups (``groupdict``) and its text."""
+
+    __slots__ = ("_data", "_spans", "_names")
+
+    def __init__(self, data: bytes, spans: list, names: list) -> None:
+        self._data, self._spans, self._names = data, spans, names
+
+    def _text(self, i: int) -> str | None:
+        a, b = self._spans[i]
+        return None if a < 0 else self._data[a:b].decode("utf-8")
+
+    def group(self, i: int = 0) -> str | None:
+        return self._text(i)
+
+    def groupdict(self) -> dict[str, str | None]:
+        return {name: self._text(i) for name, i in self._names}
+
+
+def _direct_search(rx) -> Callable[[str], _Found | None] | None:
+    """RE2's search of a line without the binding's Python layer, which maps every match's byte
+    offsets back to characters in a generator: 4-5 us a search, a third of a candidate line's
+    time in the 1 GiB bench (1.5 us here). Signatures need a match's groups, never its offsets.
+    None where the binding is not the one this was written against (the layer is then used)."""
+    try:
+        core = rx._regexp
+        anchor = _re2._Anchor.UNANCHORED
+        names = [(n.decode() if isinstance(n, bytes) else n, int(i)) for n, i in core.NamedCapturingGroups()]
+        core.Match(anchor, b"", 0, 0)
+    except Exception:
+        return None
+
+    def search(text: str) -> _Found | None:
+        data = text.encode("utf-8")
+        spans = core.Match(anchor, data, 0, len(data))
+        return None if spans[0][0] < 0 else _Found(data, spans, names)
+
+    return search
 
 
 class _OnFirstUse:
