@@ -113,3 +113,25 @@ def test_a_direct_search_finds_what_the_binding_finds():
                 hits += 1
                 assert got.group(0) == want.group(0) and got.groupdict() == want.groupdict(), (source, t)
     assert hits > 500
+
+
+def test_a_signature_that_has_searched_crosses_to_another_process():
+    """A history worker's findings carry their signatures back by pickle: a signature whose
+    patterns have run (compiled, with their direct search) pickles, and searches the same after."""
+    import pickle
+
+    from denpex_tui.core.catalog import load_catalog
+
+    cat = load_catalog(include_user=False)
+    sig = cat.get("torch.save-write-failed") or next(iter(cat))
+    line = next(e.line for e in sig.examples if e.match)
+    from denpex_tui.core.lines.facts import parse_line
+
+    text = parse_line(line).text
+    want = sig.search(text)
+    assert want is not None
+    back = pickle.loads(pickle.dumps(sig))
+    assert back.search(text) == want
+    user = compile_pattern(r"No space left on device: '(?P<path>[^']+)'")  # a pack's: compiled at once
+    assert pickle.loads(pickle.dumps(user)).search("OSError: [Errno 28] No space left on device: '/ckpt/x.pt'") \
+        .groupdict() == {"path": "/ckpt/x.pt"}

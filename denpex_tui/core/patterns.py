@@ -189,25 +189,45 @@ class _Found:
         return {name: self._text(i) for name, i in self._names}
 
 
-def _direct_search(rx) -> Callable[[str], _Found | None] | None:
-    """RE2's search of a line without the binding's Python layer, which maps every match's byte
-    offsets back to characters in a generator: 4-5 us a search, a third of a candidate line's
-    time in the 1 GiB bench (1.5 us here). Signatures need a match's groups, never its offsets.
-    None where the binding is not the one this was written against (the layer is then used)."""
+def _re2_core(rx):
+    """(the compiled RE2 inside the binding's pattern, its unanchored mode), or None where the
+    binding is not the one this was written against. Its ``Match`` is the search without the
+    binding's Python layer, a generator that maps every match's byte offsets back to characters:
+    4-5 us a search, against 1.5 us."""
     try:
         core = rx._regexp
         anchor = _re2._Anchor.UNANCHORED
-        names = [(n.decode() if isinstance(n, bytes) else n, int(i)) for n, i in core.NamedCapturingGroups()]
         core.Match(anchor, b"", 0, 0)
     except Exception:
         return None
+    return core, anchor
 
-    def search(text: str) -> _Found | None:
+
+class _DirectSearch:
+    """RE2's search of a line without the binding's Python layer (:func:`_re2_core`): a third of
+    a candidate line's time in the 1 GiB bench. Signatures need a match's groups, never its
+    offsets. Pickled as its pattern (a history worker's findings carry their signatures back)."""
+
+    __slots__ = ("pattern", "_core", "_anchor", "_names")
+
+    def __init__(self, pattern: str, core, anchor) -> None:
+        self.pattern, self._core, self._anchor = pattern, core, anchor
+        self._names = [(n.decode() if isinstance(n, bytes) else n, int(i)) for n, i in core.NamedCapturingGroups()]
+
+    def __call__(self, text: str) -> _Found | None:
         data = text.encode("utf-8")
-        spans = core.Match(anchor, data, 0, len(data))
-        return None if spans[0][0] < 0 else _Found(data, spans, names)
+        spans = self._core.Match(self._anchor, data, 0, len(data))
+        return None if spans[0][0] < 0 else _Found(data, spans, self._names)
 
-    return search
+    def __reduce__(self):
+        return _engine, (self.pattern,)
+
+
+def _direct_search(rx) -> _DirectSearch | None:
+    """:class:`_DirectSearch` of a compiled pattern, or None where the binding's layer must be
+    used."""
+    got = _re2_core(rx)
+    return None if got is None else _DirectSearch(rx.pattern, *got)
 
 
 class _OnFirstUse:
