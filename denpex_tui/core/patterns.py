@@ -349,6 +349,9 @@ class Prefilter:
         else:  # pragma: no cover
             self._rx = re.compile(alternation)
             self.backend = "re"
+        self._first = _first_span(self._rx)
+        self._first_any = _first_span(self._union) if self._union is not None else None
+        self._group_first = [_first_span(r) for r in self._group_rx]
 
     def line_starts(self, data: bytes) -> list[int]:
         """Start offsets of the lines of ``data`` that hold at least one literal."""
@@ -375,26 +378,56 @@ class Prefilter:
                       for g, lo, hi in zip(self.groups, self._bounds, self._bounds[1:] + [1 << 62])}
             return _starts_of(data, ends), groups
         if self._union is None:
-            return _starts_of(data, [m.end() for m in self._rx.finditer(data)]), {}
+            return _starts_of(data, [to for _, to in _spans(self._first, data)]), {}
         rfind = data.rfind
         starts: list[int] = []
         last_line_end = -1
         found: list[list[int]] = [[] for _ in self._group_rx]
-        main = self._rx.search
-        for m in self._union.finditer(data):
-            pos = m.start()
+        main = self._first
+        for pos, _ in _spans(self._first_any, data):
             if pos <= last_line_end:
                 continue
             s = rfind(b"\n", 0, pos) + 1
             nl = data.find(b"\n", pos)
             last_line_end = nl if nl >= 0 else len(data)
             line = data[s:last_line_end]
-            if main(line):
+            if main(line, 0, len(line)):
                 starts.append(s)
-            for rx, lst in zip(self._group_rx, found):
-                if rx.search(line):
+            for first, lst in zip(self._group_first, found):
+                if first(line, 0, len(line)):
                     lst.append(s)
         return starts, dict(zip(self.groups, found))
+
+
+def _first_span(rx) -> Callable[[bytes, int, int], tuple[int, int] | None]:
+    """The first match of ``rx`` in ``data[pos:end]`` as (start, end) offsets in ``data``, or
+    None: RE2's own search where it can be reached (:func:`_re2_core`), else the pattern's."""
+    got = _re2_core(rx) if HAVE_RE2 else None
+    if got is not None:
+        core, anchor = got
+
+        def first(data: bytes, pos: int, end: int) -> tuple[int, int] | None:
+            span = core.Match(anchor, data, pos, end)[0]
+            return None if span[0] < 0 else span
+
+        return first
+
+    def first_of(data: bytes, pos: int, end: int) -> tuple[int, int] | None:
+        m = rx.search(data, pos, end)
+        return None if m is None else m.span()
+
+    return first_of
+
+
+def _spans(first, data: bytes):
+    """The matches of a :func:`_first_span` in ``data``, in order, as ``finditer`` gives them."""
+    pos, n = 0, len(data)
+    while pos <= n:
+        span = first(data, pos, n)
+        if span is None:
+            return
+        yield span
+        pos = span[1] if span[1] > span[0] else span[1] + 1
 
 
 def _starts_of(data: bytes, ends: list[int]) -> list[int]:
