@@ -162,7 +162,7 @@ def test_a_launcher_line_through_a_task_label_has_no_rank_anywhere():
     assert console_tags(data, line_starts(data))[0] == 0
 
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPUS = Path(__file__).resolve().parent / "fixtures" / "corpus"  # (the shared corpus's runs, kept in the repo)
 
 
 def test_a_chunk_is_one_read_that_ends_at_a_line_end(tmp_path):
