@@ -305,9 +305,9 @@ class Prefilter:
         self.groups: tuple[str, ...] = ()  # the groups :meth:`scan` serves
         self._bounds: list[int] = []  # the ids where each group starts (literals are 0..)
         self._hs_db = None
-        self._rx = None
-        self._union = None  # RE2: the literals' and the groups' union
-        self._group_rx: list = []
+        # RE2 (or re): the first match of the literals, of their union with the groups, of each group
+        self._first = self._first_any = None
+        self._group_first: list = []
         if not literals:
             return
         # DENPEX_PREFILTER=re2 forces the portable backend (benchmarks, tests of the fallback).
@@ -335,7 +335,7 @@ class Prefilter:
         if HAVE_RE2:
             opts = _re2.Options()
             opts.max_mem = 64 << 20
-            self._rx = _re2.compile(alternation, options=opts)
+            self._first = _first_span(_re2.compile(alternation, options=opts))
             self.backend = "re2"
             if groups:
                 # One automaton for the union finds every line any of them holds (RE2 costs
@@ -343,15 +343,12 @@ class Prefilter:
                 # one); each such line, a few in a thousand, is then asked of each one alone.
                 alts = [b"|".join((p if rx else re.escape(p)).encode("utf-8") for p in pats)
                         for pats, rx in groups.values()]
-                self._union = _re2.compile(b"|".join([alternation, *alts]), options=opts)
-                self._group_rx = [_re2.compile(a, options=opts) for a in alts]
+                self._first_any = _first_span(_re2.compile(b"|".join([alternation, *alts]), options=opts))
+                self._group_first = [_first_span(_re2.compile(a, options=opts)) for a in alts]
                 self.groups = tuple(groups)
         else:  # pragma: no cover
-            self._rx = re.compile(alternation)
+            self._first = _first_span(re.compile(alternation))
             self.backend = "re"
-        self._first = _first_span(self._rx)
-        self._first_any = _first_span(self._union) if self._union is not None else None
-        self._group_first = [_first_span(r) for r in self._group_rx]
 
     def line_starts(self, data: bytes) -> list[int]:
         """Start offsets of the lines of ``data`` that hold at least one literal."""
@@ -377,12 +374,12 @@ class Prefilter:
             groups = {g: _starts_of(data, [to for i, to in more if lo <= i < hi])
                       for g, lo, hi in zip(self.groups, self._bounds, self._bounds[1:] + [1 << 62])}
             return _starts_of(data, ends), groups
-        if self._union is None:
+        if self._first_any is None:
             return _starts_of(data, [to for _, to in _spans(self._first, data)]), {}
         rfind = data.rfind
         starts: list[int] = []
         last_line_end = -1
-        found: list[list[int]] = [[] for _ in self._group_rx]
+        found: list[list[int]] = [[] for _ in self._group_first]
         main = self._first
         for pos, _ in _spans(self._first_any, data):
             if pos <= last_line_end:
